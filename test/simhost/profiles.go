@@ -1,0 +1,178 @@
+// Package simhost describes simulated WSL2 GPU hosts: which adapters the
+// Windows side reports through /dev/dxg and which files Windows mounts into
+// the VM. It is test-only data shared by the fixture generator (the files)
+// and dxgsim (the ioctl answers), so both always describe the same machine.
+//
+// Names, ids and folder shapes follow ../shared/reference/wsl-host.md so
+// tests look like real machines.
+package simhost
+
+import (
+	"fmt"
+	"sort"
+)
+
+// PCI vendor ids as the host reports them.
+const (
+	VendorNVIDIA    uint32 = 0x10DE
+	VendorAMD       uint32 = 0x1002
+	VendorIntel     uint32 = 0x8086
+	VendorMicrosoft uint32 = 0x1414
+)
+
+// Adapter type flags (D3DKMT_ADAPTERTYPE bits) the simulated host reports.
+const (
+	FlagRender          uint32 = 0x1
+	FlagSoftware        uint32 = 0x4
+	FlagHybridDiscrete  uint32 = 0x10
+	FlagHybridIntegrate uint32 = 0x20
+	FlagParavirtualized uint32 = 0x80
+	FlagComputeOnly     uint32 = 0x800
+)
+
+// FolderKind says which set of Linux-side files a driver store folder holds.
+type FolderKind string
+
+// Folder kinds the fixture generator knows how to populate.
+const (
+	FolderNVIDIA FolderKind = "nvidia"
+	FolderAMD    FolderKind = "amd"
+	FolderIntel  FolderKind = "intel"
+	FolderNPU    FolderKind = "intel-npu"
+)
+
+// Adapter is one GPU (or NPU) as the Windows host reports it.
+type Adapter struct {
+	LUIDLow, LUIDHigh uint32
+	VendorID          uint32
+	DeviceID          uint32
+	SubVendorID       uint32
+	SubSystemID       uint32
+	RevisionID        uint32
+	WDDMVersion       uint32 // DRIVERVERSION answer: 3000 = WDDM 3.0
+	Flags             uint32 // ADAPTERTYPE answer
+	Description       string // DRIVER_DESCRIPTION answer
+	// DriverStorePath is the Windows path QUERYREGISTRY(DRIVERSTOREPATH)
+	// returns; real hosts use several spellings, so profiles vary it.
+	DriverStorePath string
+	Folder          string     // folder name under /usr/lib/wsl/drivers
+	Kind            FolderKind // which files the folder holds
+}
+
+// ComputeOnly reports whether ENUMADAPTERS2, and ENUMADAPTERS3 without the
+// include-compute-only filter, leave this adapter out.
+func (a Adapter) ComputeOnly() bool { return a.Flags&FlagComputeOnly != 0 }
+
+// Profile is a whole simulated host.
+type Profile struct {
+	Name     string
+	Summary  string
+	Adapters []Adapter
+	// NVIDIALib says whether /usr/lib/wsl/lib carries NVIDIA's files
+	// (libcuda.so*, nvidia-smi, ...), as it does once an NVIDIA driver is
+	// installed on Windows.
+	NVIDIALib bool
+}
+
+const storePrefix = `\SystemRoot\System32\DriverStore\FileRepository\`
+
+var profiles = []Profile{
+	{
+		Name:      "nvidia-laptop",
+		Summary:   "Intel Iris Xe iGPU + NVIDIA RTX 3060 Laptop dGPU (Optimus)",
+		NVIDIALib: true,
+		Adapters: []Adapter{
+			{
+				LUIDLow: 0x1a1d77, VendorID: VendorIntel, DeviceID: 0x9a49,
+				SubVendorID: 0x17aa, SubSystemID: 0x22d8, RevisionID: 0x01,
+				WDDMVersion: 3000, Flags: FlagRender | FlagHybridIntegrate | FlagParavirtualized,
+				Description:     "Intel(R) Iris(R) Xe Graphics",
+				DriverStorePath: storePrefix + "iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea",
+				Folder:          "iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea", Kind: FolderIntel,
+			},
+			{
+				LUIDLow: 0x4486d1, VendorID: VendorNVIDIA, DeviceID: 0x2520,
+				SubVendorID: 0x17aa, SubSystemID: 0x3a5c, RevisionID: 0xa1,
+				WDDMVersion: 3000, Flags: FlagRender | FlagHybridDiscrete | FlagParavirtualized,
+				Description:     "NVIDIA GeForce RTX 3060 Laptop GPU",
+				DriverStorePath: `C:\Windows\System32\DriverStore\FileRepository\nvltwi.inf_amd64_7b2a5c1c4e6f8d90`,
+				Folder:          "nvltwi.inf_amd64_7b2a5c1c4e6f8d90", Kind: FolderNVIDIA,
+			},
+		},
+	},
+	{
+		Name:    "amd-desktop",
+		Summary: "AMD Radeon RX 7900 XTX",
+		Adapters: []Adapter{
+			{
+				LUIDLow: 0x10b3c, VendorID: VendorAMD, DeviceID: 0x744c,
+				SubVendorID: 0x1002, SubSystemID: 0x0e3b, RevisionID: 0xc8,
+				WDDMVersion: 3100, Flags: FlagRender | FlagParavirtualized,
+				Description:     "AMD Radeon RX 7900 XTX",
+				DriverStorePath: `\\?\C:\WINDOWS\System32\DriverStore\FileRepository\u0398975.inf_amd64_cab3843582148687`,
+				Folder:          "u0398975.inf_amd64_cab3843582148687", Kind: FolderAMD,
+			},
+		},
+	},
+	{
+		Name:    "intel-npu",
+		Summary: "Intel Arc (Meteor Lake) iGPU + Intel AI Boost NPU (compute-only)",
+		Adapters: []Adapter{
+			{
+				LUIDLow: 0x13f2e, VendorID: VendorIntel, DeviceID: 0x7d55,
+				SubVendorID: 0x1028, SubSystemID: 0x0c11, RevisionID: 0x08,
+				WDDMVersion: 3100, Flags: FlagRender | FlagParavirtualized,
+				Description:     "Intel(R) Arc(TM) Graphics",
+				DriverStorePath: storePrefix + "6_lenovo_iigd_dch.inf_amd64_1f0e3c9a77d2b410",
+				Folder:          "6_lenovo_iigd_dch.inf_amd64_1f0e3c9a77d2b410", Kind: FolderIntel,
+			},
+			{
+				LUIDLow: 0x13f71, VendorID: VendorIntel, DeviceID: 0x7d1d,
+				SubVendorID: 0x1028, SubSystemID: 0x0c11, RevisionID: 0x04,
+				WDDMVersion: 3100, Flags: FlagComputeOnly | FlagParavirtualized,
+				Description:     "Intel(R) AI Boost",
+				DriverStorePath: storePrefix + "KIPUDRV.INF_AMD64_5D9E7C7A1B3F2E08",
+				Folder:          "kipudrv.inf_amd64_5d9e7c7a1b3f2e08", Kind: FolderNPU,
+			},
+		},
+	},
+	{
+		Name:      "compute-only",
+		Summary:   "NVIDIA A100 in MCDM (compute-only) mode",
+		NVIDIALib: true,
+		Adapters: []Adapter{
+			{
+				LUIDLow: 0x2f0a1, VendorID: VendorNVIDIA, DeviceID: 0x20b0,
+				SubVendorID: 0x10de, SubSystemID: 0x1450, RevisionID: 0xa1,
+				WDDMVersion: 3000, Flags: FlagComputeOnly | FlagParavirtualized,
+				Description:     "NVIDIA A100-SXM4-40GB",
+				DriverStorePath: storePrefix + "nvami.inf_amd64_0c5f2d19ab7e6634",
+				Folder:          "nvami.inf_amd64_0c5f2d19ab7e6634", Kind: FolderNVIDIA,
+			},
+		},
+	},
+	{
+		Name:    "no-gpu",
+		Summary: "WSL2 with /dev/dxg but no GPU adapter",
+	},
+}
+
+// Lookup returns the profile with the given name.
+func Lookup(name string) (Profile, error) {
+	for _, p := range profiles {
+		if p.Name == name {
+			return p, nil
+		}
+	}
+	return Profile{}, fmt.Errorf("unknown profile %q (known: %v)", name, Names())
+}
+
+// Names lists the profile names in a stable order.
+func Names() []string {
+	var n []string
+	for _, p := range profiles {
+		n = append(n, p.Name)
+	}
+	sort.Strings(n)
+	return n
+}
