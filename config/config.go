@@ -1,0 +1,183 @@
+// Package config loads the hook's configuration: /etc/wsl-gpu-hook/config.toml.
+//
+// Default is the one source of defaults; Load decodes a file strictly on top
+// of them (an unknown key is an error, never silently ignored, because a
+// misspelled key on a root-run hook would otherwise quietly do the wrong
+// thing); Validate reports every problem at once with the file, the key and
+// what is allowed. A missing file means the defaults.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// DefaultPath is where the hook looks when no --config is given.
+const DefaultPath = "/etc/wsl-gpu-hook/config.toml"
+
+// Loader-cache methods.
+const (
+	// LdcacheBuiltin writes the container's /etc/ld.so.cache from Go: no
+	// binary from the image runs, and it costs well under a millisecond.
+	LdcacheBuiltin = "builtin"
+	// LdcacheNone leaves the cache alone; only the ld.so.conf.d entry is
+	// written, so a later ldconfig in the container picks the libraries up.
+	LdcacheNone = "none"
+)
+
+// Config is the whole configuration. Paths are host paths: inside the
+// container the device and folders always appear at their WSL paths.
+type Config struct {
+	// DxgDevice is the host's GPU paravirtualization device.
+	DxgDevice string `toml:"dxg_device"`
+	// LibDir is the host folder Windows fills with user-mode libraries.
+	LibDir string `toml:"lib_dir"`
+	// DriversDir is the host folder holding one driver store folder per driver.
+	DriversDir string `toml:"drivers_dir"`
+	// Ldcache is how the container's loader learns about LibDir.
+	Ldcache string `toml:"ldcache"`
+	// LogFile receives the hook's log; "" disables file logging.
+	LogFile string `toml:"log_file"`
+	// LogLevel is a logrus level name.
+	LogLevel string `toml:"log_level"`
+	// RequestEnv lists the container environment variables that ask for
+	// GPUs, first non-empty wins.
+	RequestEnv []string `toml:"request_env"`
+	// RequestAnnotation is the OCI annotation that asks for GPUs; it wins
+	// over the environment. "" disables it.
+	RequestAnnotation string `toml:"request_annotation"`
+
+	// path is the file the values came from, for error messages.
+	path string
+}
+
+// Default returns the built-in configuration, the one a real WSL host needs.
+func Default() Config {
+	return Config{
+		DxgDevice:         "/dev/dxg",
+		LibDir:            "/usr/lib/wsl/lib",
+		DriversDir:        "/usr/lib/wsl/drivers",
+		Ldcache:           LdcacheBuiltin,
+		LogFile:           "/var/log/wsl-gpu-hook.log",
+		LogLevel:          "info",
+		RequestEnv:        []string{"WSL_GPU_DEVICES", "NVIDIA_VISIBLE_DEVICES"},
+		RequestAnnotation: "wsl-gpu-hook/devices",
+	}
+}
+
+// Path reports the file the configuration was read from ("" for defaults).
+func (c Config) Path() string { return c.path }
+
+// Load reads path on top of Default. A missing file yields the defaults
+// unless mustExist is set (an explicit --config that does not exist is a
+// mistake worth reporting).
+func Load(path string, mustExist bool) (Config, error) {
+	c := Default()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && !mustExist {
+			return c, nil
+		}
+		return c, fmt.Errorf("read config: %w", err)
+	}
+	c.path = path
+	if err := c.decode(data); err != nil {
+		return c, err
+	}
+	return c, c.Validate()
+}
+
+func (c *Config) decode(data []byte) error {
+	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
+	err := dec.Decode(c)
+	if err == nil {
+		return nil
+	}
+	var strict *toml.StrictMissingError
+	if errors.As(err, &strict) {
+		var keys []string
+		for _, e := range strict.Errors {
+			keys = append(keys, strings.Join(e.Key(), "."))
+		}
+		return fmt.Errorf("config %s: unknown key %s: allowed keys are %s",
+			c.path, strings.Join(keys, ", "), strings.Join(Keys(), ", "))
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, col := de.Position()
+		where := fmt.Sprintf("config %s:%d:%d", c.path, row, col)
+		if key := strings.Join(de.Key(), "."); key != "" {
+			where += ": key " + key
+		}
+		return fmt.Errorf("%s: %s", where, strings.TrimPrefix(de.Error(), "toml: "))
+	}
+	return fmt.Errorf("config %s: %w", c.path, err)
+}
+
+// Keys lists every key a config file may set.
+func Keys() []string {
+	return []string{"dxg_device", "lib_dir", "drivers_dir", "ldcache", "log_file", "log_level", "request_env", "request_annotation"}
+}
+
+var (
+	envName        = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	logLevels      = []string{"panic", "fatal", "error", "warn", "warning", "info", "debug", "trace"}
+	ldcacheMethods = []string{LdcacheBuiltin, LdcacheNone}
+)
+
+// Validate reports every bad value at once.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config %s: key %s: %s", c.source(), key, fmt.Sprintf(format, args...)))
+	}
+	for _, p := range []struct{ key, val string }{
+		{"dxg_device", c.DxgDevice}, {"lib_dir", c.LibDir}, {"drivers_dir", c.DriversDir},
+	} {
+		if !filepath.IsAbs(p.val) || filepath.Clean(p.val) != p.val {
+			bad(p.key, "%q must be a clean absolute path", p.val)
+		}
+	}
+	if c.LogFile != "" && !filepath.IsAbs(c.LogFile) {
+		bad("log_file", "%q must be an absolute path, or \"\" to disable the log", c.LogFile)
+	}
+	if !contains(ldcacheMethods, c.Ldcache) {
+		bad("ldcache", "%q is not one of %s", c.Ldcache, strings.Join(ldcacheMethods, ", "))
+	}
+	if !contains(logLevels, strings.ToLower(c.LogLevel)) {
+		bad("log_level", "%q is not one of %s", c.LogLevel, strings.Join(logLevels, ", "))
+	}
+	for _, e := range c.RequestEnv {
+		if !envName.MatchString(e) {
+			bad("request_env", "%q is not an environment variable name", e)
+		}
+	}
+	if strings.ContainsAny(c.RequestAnnotation, " \t\n=") {
+		bad("request_annotation", "%q is not an annotation key", c.RequestAnnotation)
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) source() string {
+	if c.path == "" {
+		return "(defaults)"
+	}
+	return c.path
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

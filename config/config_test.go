@@ -1,0 +1,113 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+// The shipped file documents the defaults; it must never drift from Default.
+func TestShippedFileEqualsDefault(t *testing.T) {
+	c, err := Load("config.toml", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.path = ""
+	if !reflect.DeepEqual(c, Default()) {
+		t.Fatalf("config.toml = %+v\nDefault()   = %+v", c, Default())
+	}
+}
+
+func TestMissingFile(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope.toml")
+	c, err := Load(missing, false)
+	if err != nil || !reflect.DeepEqual(c, Default()) {
+		t.Fatalf("Load(missing) = %+v, %v; want defaults", c, err)
+	}
+	if _, err := Load(missing, true); err == nil {
+		t.Fatal("Load(missing, mustExist) succeeded")
+	}
+}
+
+func TestLoad(t *testing.T) {
+	tests := []struct {
+		name    string
+		toml    string
+		want    func(*Config)
+		wantErr string
+	}{
+		{
+			name: "override some keys",
+			toml: "dxg_device = \"/tmp/sim/dev/dxg\"\nldcache = \"none\"\nrequest_env = [\"GPU\"]\n",
+			want: func(c *Config) { c.DxgDevice = "/tmp/sim/dev/dxg"; c.Ldcache = "none"; c.RequestEnv = []string{"GPU"} },
+		},
+		{
+			name:    "unknown key",
+			toml:    "dxg_devic = \"/dev/dxg\"\n",
+			wantErr: "config F: unknown key dxg_devic: allowed keys are dxg_device, lib_dir, drivers_dir, ldcache, log_file, log_level, request_env, request_annotation",
+		},
+		{
+			name:    "bad ldcache",
+			toml:    "ldcache = \"ldconfig\"\n",
+			wantErr: "config F: key ldcache: \"ldconfig\" is not one of builtin, none",
+		},
+		{
+			name:    "relative path",
+			toml:    "lib_dir = \"usr/lib/wsl/lib\"\n",
+			wantErr: "config F: key lib_dir: \"usr/lib/wsl/lib\" must be a clean absolute path",
+		},
+		{
+			name:    "every problem at once",
+			toml:    "log_level = \"loud\"\nrequest_env = [\"A B\"]\n",
+			wantErr: "config F: key log_level: \"loud\" is not one of panic, fatal, error, warn, warning, info, debug, trace\nconfig F: key request_env: \"A B\" is not an environment variable name",
+		},
+		{
+			name:    "wrong type",
+			toml:    "request_env = \"NVIDIA_VISIBLE_DEVICES\"\n",
+			wantErr: "config F:1:15: key request_env: cannot decode TOML string into struct field config.Config.RequestEnv of type []string",
+		},
+		{
+			name:    "malformed",
+			toml:    "dxg_device = \n",
+			wantErr: "config F:1:14: unexpected character U+000A at start of value",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "config.toml")
+			if err := os.WriteFile(f, []byte(tt.toml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c, err := Load(f, true)
+			if tt.wantErr != "" {
+				want := replaceF(tt.wantErr, f)
+				if err == nil || err.Error() != want {
+					t.Fatalf("error = %v\nwant    %s", err, want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := Default()
+			want.path = f
+			tt.want(&want)
+			if !reflect.DeepEqual(c, want) {
+				t.Fatalf("got %+v\nwant %+v", c, want)
+			}
+		})
+	}
+}
+
+func replaceF(s, f string) string {
+	out := ""
+	for i := 0; i < len(s); i++ {
+		if s[i] == 'F' && i > 0 && s[i-1] == ' ' && i+1 < len(s) && (s[i+1] == ':') {
+			out += f
+			continue
+		}
+		out += string(s[i])
+	}
+	return out
+}
