@@ -1,0 +1,149 @@
+// Package oci reads what a runtime hands an OCI hook: the container state on
+// stdin and the parts of the bundle's config.json the hook needs.
+//
+// It decodes only the fields it uses, so a config.json with fields from a
+// newer runtime-spec never breaks the hook, and it resolves root.path
+// relative to the bundle as the runtime does.
+package oci
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// maxStateSize bounds what the hook reads from stdin: a real state is a few
+// hundred bytes, and a runaway writer must not make a root process grow.
+const maxStateSize = 1 << 20
+
+// ReadState decodes and checks the OCI state a runtime writes to a hook's stdin.
+func ReadState(r io.Reader) (*specs.State, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxStateSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read container state from stdin: %w", err)
+	}
+	if len(data) > maxStateSize {
+		return nil, errors.New("container state on stdin is larger than 1 MiB: this is not an OCI state")
+	}
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return nil, errors.New("no container state on stdin: run this as an OCI hook (runc passes the state on stdin)")
+	}
+	var st specs.State
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("decode container state from stdin: %w", err)
+	}
+	if st.Bundle == "" || !filepath.IsAbs(st.Bundle) {
+		return nil, fmt.Errorf("container state: bundle %q is not an absolute path", st.Bundle)
+	}
+	if st.Pid < 0 {
+		return nil, fmt.Errorf("container state: invalid pid %d", st.Pid)
+	}
+	return &st, nil
+}
+
+// Spec is the subset of config.json the hook reads.
+type Spec struct {
+	Root        *specs.Root       `json:"root"`
+	Process     *Process          `json:"process"`
+	Annotations map[string]string `json:"annotations"`
+	Linux       *Linux            `json:"linux"`
+}
+
+// Process is the subset of the container process the hook reads.
+type Process struct {
+	Env []string `json:"env"`
+}
+
+// Linux is the subset of the Linux section the hook reads.
+type Linux struct {
+	Resources  *Resources             `json:"resources"`
+	Devices    []specs.LinuxDevice    `json:"devices"`
+	Namespaces []specs.LinuxNamespace `json:"namespaces"`
+}
+
+// Resources is the subset of linux.resources the hook reads.
+type Resources struct {
+	Devices []specs.LinuxDeviceCgroup `json:"devices"`
+}
+
+// maxSpecSize bounds config.json; real ones are tens of KiB.
+const maxSpecSize = 16 << 20
+
+// LoadSpec reads <bundle>/config.json.
+func LoadSpec(bundle string) (*Spec, error) {
+	path := filepath.Join(bundle, "config.json")
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open bundle config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxSpecSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(data) > maxSpecSize {
+		return nil, fmt.Errorf("%s is larger than 16 MiB", path)
+	}
+	var s Spec
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", path, err)
+	}
+	return &s, nil
+}
+
+// RootPath returns the container's root filesystem as a host path:
+// root.path is absolute or relative to the bundle.
+func (s *Spec) RootPath(bundle string) (string, error) {
+	if s.Root == nil || s.Root.Path == "" {
+		return "", errors.New("bundle config has no root.path")
+	}
+	p := s.Root.Path
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(bundle, p)
+	}
+	return filepath.Clean(p), nil
+}
+
+// Env returns the value of the container environment variable name and
+// whether it is set.
+func (s *Spec) Env(name string) (string, bool) {
+	if s.Process == nil {
+		return "", false
+	}
+	val, found := "", false
+	// The last assignment wins, as in execve's environment handling by libc.
+	for _, kv := range s.Process.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			val, found = v, true
+		}
+	}
+	return val, found
+}
+
+// DeviceRules returns linux.resources.devices: the rules the runtime applied.
+func (s *Spec) DeviceRules() []specs.LinuxDeviceCgroup {
+	if s.Linux == nil || s.Linux.Resources == nil {
+		return nil
+	}
+	return s.Linux.Resources.Devices
+}
+
+// UserNamespace reports whether the container gets its own user namespace,
+// where the hook cannot create device nodes or write host cgroup files.
+func (s *Spec) UserNamespace() bool {
+	if s.Linux == nil {
+		return false
+	}
+	for _, ns := range s.Linux.Namespaces {
+		if ns.Type == specs.UserNamespace {
+			return true
+		}
+	}
+	return false
+}
