@@ -1,0 +1,83 @@
+package oci
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestReadState(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		wantErr string
+	}{
+		{name: "runc", in: `{"ociVersion":"1.0.2","id":"c1","status":"creating","pid":4242,"bundle":"/run/b"}`},
+		{name: "crun adds root", in: `{"ociVersion":"1.0.0","id":"c1","status":"created","pid":0,"bundle":"/run/b","root":"/run/crun"}`},
+		{name: "empty", in: "", wantErr: "no container state on stdin: run this as an OCI hook (runc passes the state on stdin)"},
+		{name: "garbage", in: "{not json", wantErr: "decode container state from stdin: invalid character 'n' looking for beginning of object key string"},
+		{name: "relative bundle", in: `{"pid":1,"bundle":"b"}`, wantErr: `container state: bundle "b" is not an absolute path`},
+		{name: "no bundle", in: `{"pid":1}`, wantErr: `container state: bundle "" is not an absolute path`},
+		{name: "negative pid", in: `{"pid":-1,"bundle":"/b"}`, wantErr: "container state: invalid pid -1"},
+		{name: "too large", in: `{"id":"` + strings.Repeat("a", 1<<20) + `"}`, wantErr: "container state on stdin is larger than 1 MiB: this is not an OCI state"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ReadState(strings.NewReader(tt.in))
+			if tt.wantErr == "" && err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr) {
+				t.Fatalf("error = %v, want %s", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestSpec(t *testing.T) {
+	bundle := t.TempDir()
+	cfg := `{"ociVersion":"1.2.0","root":{"path":"rootfs"},"process":{"env":["A=1","NVIDIA_VISIBLE_DEVICES=0","NVIDIA_VISIBLE_DEVICES=all"]},
+	"linux":{"resources":{"devices":[{"allow":false,"access":"rwm"},{"allow":true,"type":"c","major":1,"minor":3,"access":"rwm"}]},
+	"namespaces":[{"type":"mount"},{"type":"user"}]},"unknownFutureField":{"x":1}}`
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadSpec(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := s.RootPath(bundle); r != filepath.Join(bundle, "rootfs") {
+		t.Errorf("RootPath = %q", r)
+	}
+	if v, ok := s.Env("NVIDIA_VISIBLE_DEVICES"); !ok || v != "all" {
+		t.Errorf("Env = %q %v, want the last assignment", v, ok)
+	}
+	if _, ok := s.Env("MISSING"); ok {
+		t.Error("Env found an unset variable")
+	}
+	if n := len(s.DeviceRules()); n != 2 {
+		t.Errorf("%d device rules", n)
+	}
+	if !s.UserNamespace() {
+		t.Error("user namespace not seen")
+	}
+	abs := &Spec{Root: nil}
+	if _, err := abs.RootPath(bundle); err == nil {
+		t.Error("RootPath without root succeeded")
+	}
+	if _, err := LoadSpec(t.TempDir()); err == nil || !strings.Contains(err.Error(), "open bundle config") {
+		t.Errorf("LoadSpec(empty dir) = %v", err)
+	}
+}
+
+func FuzzReadState(f *testing.F) {
+	f.Add(`{"ociVersion":"1.0.2","id":"c1","status":"creating","pid":4242,"bundle":"/run/b","annotations":{"a":"b"}}`)
+	f.Add(`{"pid":1e99,"bundle":"/"}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		st, err := ReadState(strings.NewReader(s))
+		if err == nil && (st.Pid < 0 || !filepath.IsAbs(st.Bundle)) {
+			t.Fatalf("accepted bad state %+v", st)
+		}
+	})
+}
