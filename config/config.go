@@ -51,6 +51,8 @@ type Config struct {
 	// RequestEnv lists the container environment variables that ask for
 	// GPUs, first non-empty wins.
 	RequestEnv []string `toml:"request_env"`
+	// Runtime is the real OCI runtime the wrapper (wsl-gpu-runtime) runs.
+	Runtime string `toml:"runtime"`
 	// RequestAnnotation is the OCI annotation that asks for GPUs; it wins
 	// over the environment. "" disables it.
 	RequestAnnotation string `toml:"request_annotation"`
@@ -70,6 +72,7 @@ func Default() Config {
 		LogLevel:          "info",
 		RequestEnv:        []string{"WSL_GPU_DEVICES", "NVIDIA_VISIBLE_DEVICES"},
 		RequestAnnotation: "wsl-gpu-hook/devices",
+		Runtime:           "runc",
 	}
 }
 
@@ -124,7 +127,7 @@ func (c *Config) decode(data []byte) error {
 
 // Keys lists every key a config file may set.
 func Keys() []string {
-	return []string{"dxg_device", "lib_dir", "drivers_dir", "ldcache", "log_file", "log_level", "request_env", "request_annotation"}
+	return []string{"dxg_device", "lib_dir", "drivers_dir", "ldcache", "log_file", "log_level", "request_env", "request_annotation", "runtime"}
 }
 
 var (
@@ -162,6 +165,9 @@ func (c Config) Validate() error {
 	}
 	if strings.ContainsAny(c.RequestAnnotation, " \t\n=") {
 		bad("request_annotation", "%q is not an annotation key", c.RequestAnnotation)
+	}
+	if c.Runtime == "" || strings.ContainsAny(c.Runtime, " \t\n") {
+		bad("runtime", "%q is not a runtime name or path", c.Runtime)
 	}
 	return errors.Join(errs...)
 }

@@ -45,7 +45,7 @@ func TestLoad(t *testing.T) {
 		{
 			name:    "unknown key",
 			toml:    "dxg_devic = \"/dev/dxg\"\n",
-			wantErr: "config F: unknown key dxg_devic: allowed keys are dxg_device, lib_dir, drivers_dir, ldcache, log_file, log_level, request_env, request_annotation",
+			wantErr: "config F: unknown key dxg_devic: allowed keys are dxg_device, lib_dir, drivers_dir, ldcache, log_file, log_level, request_env, request_annotation, runtime",
 		},
 		{
 			name:    "bad ldcache",
