@@ -14,4 +14,5 @@ require (
 	github.com/sirupsen/logrus v1.10.2 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	tags.cncf.io/container-device-interface v1.1.1 // indirect
+	tags.cncf.io/container-device-interface/specs-go v1.1.1 // indirect
 )
