@@ -1,0 +1,258 @@
+package dxcore
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// Errors callers test with errors.Is. Each text is the advice a user reads
+// at the end of the one-line error.
+var (
+	// ErrNoDevice: the dxg device does not exist.
+	ErrNoDevice = errors.New("not a WSL2 VM with GPU paravirtualization: run this inside WSL2 on Windows 10 21H2+/11 with a current GPU driver, or point dxg_device in the config at the device")
+	// ErrPermission: the dxg device exists but this user cannot open it.
+	ErrPermission = errors.New("the GPU device is not accessible to this user: run as root or make /dev/dxg mode 0666 (WSL's default)")
+	// ErrUnsupported: neither enumerate ioctl is known to the kernel.
+	ErrUnsupported = errors.New("the WSL kernel does not know the dxg adapter ioctls: update WSL (wsl --update)")
+	// ErrNoAdapters: the host lists no adapter, or none answered its queries.
+	ErrNoAdapters = errors.New("no GPU adapters: the Windows host exposes none to WSL: install or update the Windows GPU driver, then run wsl --shutdown")
+)
+
+// enum2Attempts bounds the ENUMADAPTERS2 count/fill loop: each EOVERFLOW
+// means an adapter arrived between the two calls, which settles quickly.
+const enum2Attempts = 4
+
+// adapterIoctls is the dxg ioctl surface enumeration needs, one method per
+// ioctl. device implements it on a real fd; tests implement it to play
+// kernels and hosts no machine here has.
+type adapterIoctls interface {
+	// enumAdapters3 and enumAdapters2 fill infos (sizeofAdapterInfo bytes
+	// per entry; nil asks for the count only) and return the count the
+	// kernel wrote back.
+	enumAdapters3(filter uint64, infos []byte) (uint32, error)
+	enumAdapters2(infos []byte) (uint32, error)
+	queryAdapterInfo(handle, typ uint32, data []byte) error
+	closeAdapter(handle uint32) error
+}
+
+// enumerate lists and queries the adapters, closing every handle it got.
+func enumerate(d adapterIoctls) (*Enumeration, error) {
+	infos, name, err := listAdapters(d)
+	defer closeAll(d, infos)
+	if err != nil {
+		return nil, err
+	}
+	if len(infos) == 0 {
+		return nil, ErrNoAdapters
+	}
+	e := &Enumeration{Ioctl: name}
+	for i, info := range infos {
+		a, err := queryAdapter(d, info.handle)
+		if err != nil {
+			e.Skipped = append(e.Skipped, &AdapterError{Index: i, LUID: info.luid, Err: err})
+			continue
+		}
+		a.Index, a.LUID = i, info.luid
+		e.Adapters = append(e.Adapters, a)
+	}
+	if len(e.Adapters) == 0 {
+		return e, &allSkippedError{skipped: e.Skipped}
+	}
+	return e, nil
+}
+
+// listAdapters returns the adapters and the name of the call that listed
+// them. The returned handles are open even when err is not nil.
+func listAdapters(d adapterIoctls) ([]adapterInfo, string, error) {
+	infos, err := enumAdapters3(d)
+	var unknown *unknownCallError
+	if !errors.As(err, &unknown) {
+		return infos, "ENUMADAPTERS3", err
+	}
+	infos, err = enumAdapters2(d)
+	if errors.As(err, &unknown) {
+		return nil, "", fmt.Errorf("%w: %w", unknown.err, ErrUnsupported)
+	}
+	return infos, "ENUMADAPTERS2", err
+}
+
+// unknownCallError marks a count query the kernel does not know: ENOTTY
+// from the dxg dispatcher (or from any other device), or EINVAL from
+// kernels that reject what they do not know. Only the count query decides:
+// once it answered, the kernel knows the call and later errors are real.
+type unknownCallError struct {
+	call string
+	err  error
+}
+
+func (e *unknownCallError) Error() string { return e.call + ": " + e.err.Error() }
+func (e *unknownCallError) Unwrap() error { return e.err }
+
+func countError(call string, err error) error {
+	if errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.EINVAL) {
+		return &unknownCallError{call: call, err: err}
+	}
+	return fmt.Errorf("%s: %w", call, err)
+}
+
+// enumAdapters3 asks for the count first (which opens nothing and tells us
+// whether the kernel knows the call), then fills with capacity 64: with a
+// smaller capacity than the adapters present the kernel writes past its own
+// buffer, and the count is only an upper bound anyway.
+func enumAdapters3(d adapterIoctls) ([]adapterInfo, error) {
+	n, err := d.enumAdapters3(enumFilterComputeOnly, nil)
+	if err != nil {
+		return nil, countError("LX_DXENUMADAPTERS3 count", err)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	buf := make([]byte, adaptersMax*sizeofAdapterInfo)
+	n, err = d.enumAdapters3(enumFilterComputeOnly, buf)
+	if err != nil {
+		// The kernel closes what it opened when the call fails.
+		return nil, fmt.Errorf("LX_DXENUMADAPTERS3: %w", err)
+	}
+	return checkedInfos(buf, n, adaptersMax, "LX_DXENUMADAPTERS3")
+}
+
+// enumAdapters2 must pass a capacity of at least the current count (less is
+// EOVERFLOW, more than 64 is EINVAL), so it asks again when adapters appear
+// between the count and the fill.
+func enumAdapters2(d adapterIoctls) ([]adapterInfo, error) {
+	var err error
+	for range enum2Attempts {
+		var n uint32
+		n, err = d.enumAdapters2(nil)
+		if err != nil {
+			return nil, countError("LX_DXENUMADAPTERS2 count", err)
+		}
+		if n == 0 {
+			return nil, nil
+		}
+		n = min(n, adaptersMax)
+		buf := make([]byte, n*sizeofAdapterInfo)
+		var got uint32
+		got, err = d.enumAdapters2(buf)
+		if errors.Is(err, unix.EOVERFLOW) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("LX_DXENUMADAPTERS2: %w", err)
+		}
+		return checkedInfos(buf, got, n, "LX_DXENUMADAPTERS2")
+	}
+	return nil, fmt.Errorf("LX_DXENUMADAPTERS2: adapter count still changing after %d attempts: %w", enum2Attempts, err)
+}
+
+// checkedInfos decodes a filled array. A count above the capacity cannot
+// come from a sane kernel: the entries we have are returned so their
+// handles get closed, with an error.
+func checkedInfos(buf []byte, n, capacity uint32, call string) ([]adapterInfo, error) {
+	infos := decodeAdapterInfos(buf, min(n, capacity))
+	if n > capacity {
+		return infos, fmt.Errorf("%s: kernel reported %d adapters for a capacity of %d", call, n, capacity)
+	}
+	return infos, nil
+}
+
+// closeAll closes every handle an enumerate call returned. A failed close
+// cannot be acted on: closing the fd frees the handle anyway.
+func closeAll(d adapterIoctls, infos []adapterInfo) {
+	for _, info := range infos {
+		if info.handle != 0 {
+			_ = d.closeAdapter(info.handle)
+		}
+	}
+}
+
+// queryAdapter asks the host for everything an Adapter holds. Version, type,
+// ids and driver store path are required; the description is not.
+func queryAdapter(d adapterIoctls, h uint32) (Adapter, error) {
+	var a Adapter
+	var err error
+	if a.WDDMVersion, err = queryUint32(d, h, qaiDriverVersion); err != nil {
+		return a, fmt.Errorf("query DRIVERVERSION: %w", err)
+	}
+	t, err := queryUint32(d, h, qaiAdapterType)
+	if err != nil {
+		// Some hosts answer only the render-adapter form of the query.
+		var err2 error
+		if t, err2 = queryUint32(d, h, qaiAdapterTypeRender); err2 != nil {
+			return a, fmt.Errorf("query ADAPTERTYPE: %w (ADAPTERTYPE_RENDER: %v)", err, err2)
+		}
+	}
+	a.Type = AdapterType(t)
+	ids := newDeviceIDsRequest()
+	if err := d.queryAdapterInfo(h, qaiPhysicalAdapterDevIDs, ids); err != nil {
+		return a, fmt.Errorf("query PHYSICALADAPTERDEVICEIDS: %w", err)
+	}
+	if a.PCI, err = decodeDeviceIDs(ids); err != nil {
+		return a, fmt.Errorf("query PHYSICALADAPTERDEVICEIDS: %w", err)
+	}
+	if a.DriverStorePath, err = queryDriverStorePath(d, h); err != nil {
+		return a, fmt.Errorf("query driver store path: %w", err)
+	}
+	desc := make([]byte, sizeofDriverDescription)
+	if d.queryAdapterInfo(h, qaiDriverDescription, desc) == nil {
+		a.Description = decodeUTF16(desc)
+	}
+	return a, nil
+}
+
+func queryUint32(d adapterIoctls, h, typ uint32) (uint32, error) {
+	b := make([]byte, 4)
+	if err := d.queryAdapterInfo(h, typ, b); err != nil {
+		return 0, err
+	}
+	return decodeUint32(b)
+}
+
+// registryAttempts allows the size question, the real question, and one more
+// round should the value grow between them.
+const registryAttempts = 3
+
+// queryDriverStorePath runs the QUERYREGISTRY(DRIVERSTOREPATH) exchange:
+// the first reply only says how many bytes the path needs.
+func queryDriverStorePath(d adapterIoctls, h uint32) (string, error) {
+	var size uint32
+	for range registryAttempts {
+		req := newRegistryRequest(size)
+		if err := d.queryAdapterInfo(h, qaiQueryRegistry, req); err != nil {
+			return "", fmt.Errorf("QUERYREGISTRY: %w", err)
+		}
+		path, need, err := decodeRegistry(req)
+		if err != nil {
+			return "", fmt.Errorf("QUERYREGISTRY: %w", err)
+		}
+		if need == 0 {
+			if path == "" {
+				return "", errors.New("QUERYREGISTRY: the host returned an empty path")
+			}
+			return path, nil
+		}
+		size = need
+	}
+	return "", fmt.Errorf("QUERYREGISTRY: still BUFFER_OVERFLOW after %d attempts", registryAttempts)
+}
+
+// allSkippedError reports that every listed adapter failed its queries; it
+// matches ErrNoAdapters and unwraps to each adapter's error.
+type allSkippedError struct{ skipped []*AdapterError }
+
+func (e *allSkippedError) Error() string {
+	return fmt.Sprintf("no usable GPU adapters: all %d failed their queries, first %v: install or update the Windows GPU driver, then run wsl --shutdown",
+		len(e.skipped), e.skipped[0])
+}
+
+func (e *allSkippedError) Is(target error) bool { return target == ErrNoAdapters }
+
+func (e *allSkippedError) Unwrap() []error {
+	errs := make([]error, len(e.skipped))
+	for i, s := range e.skipped {
+		errs[i] = s
+	}
+	return errs
+}
