@@ -1,0 +1,426 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// hookMode says how the container's OCI hook entry is written.
+type hookMode int
+
+const (
+	// noHook: config.json has no hook at all.
+	noHook hookMode = iota
+	// hookConfig: `wsl-gpu-hook --config <per-test toml> STAGE`, the toml
+	// pointing the hook at the simulator's node and the fixture tree.
+	hookConfig
+	// hookDefault: no --config, so the shipped defaults (real WSL paths);
+	// only meaningful with sim.bindHost, which puts the fixture there.
+	hookDefault
+)
+
+// box describes one container run.
+type box struct {
+	image  string  // imageDebian or imageBusybox
+	checks []check // what the container runs, in order
+	env    []string
+	// annotations go into config.json (and so into the hook's state).
+	annotations map[string]string
+	readonly    bool // root.readonly
+
+	hook  hookMode
+	stage string // "prestart" (default), "createRuntime" or "createContainer"
+	// argv0 is the hook's args[0]; "" means "wsl-gpu-hook". With
+	// "nvidia-container-runtime-hook" the hook path is a link of that name,
+	// as Docker finds it on PATH.
+	argv0 string
+
+	devices []specs.LinuxDevice       // linux.devices
+	rules   []specs.LinuxDeviceCgroup // appended to linux.resources.devices
+
+	sim *simulation // nil: run runc directly, with no simulated WSL host
+	// withHookBinary copies the static hook into /usr/local/bin, so the
+	// container can run `wsl-gpu-hook info`.
+	withHookBinary bool
+	// wantProtocolMisuse expects dxgsim's exit status 3: the command tree
+	// misused the dxg protocol (leaked an adapter handle, for one).
+	wantProtocolMisuse bool
+	// hashRootfs records the root file system before and after the run
+	// (outcome.rootfsDiff).
+	hashRootfs bool
+}
+
+// simulation is how dxgsim wraps runc.
+type simulation struct {
+	profile string
+	faults  []string
+	// bindHost runs runc in a private mount namespace where the fixture's
+	// /usr/lib/wsl and the simulated node sit at the real WSL paths.
+	bindHost bool
+}
+
+// check is one command the container runs; its output and exit status are
+// reported under name.
+type check struct {
+	name string
+	cmd  string // a shell command line
+}
+
+// checkResult is what one check printed (stdout and stderr together).
+type checkResult struct {
+	out  string
+	code int
+}
+
+// outcome is everything a container run left to assert on.
+type outcome struct {
+	dir     string // work dir: bundle/, state/, dev/, hook.toml, hook.log
+	rootfs  string
+	fixture string // "" without a simulator
+
+	exitCode int // runc's (or dxgsim's) exit status; 0 on success
+	stdout   string
+	stderr   string
+	checks   map[string]checkResult
+	hookLog  string
+	report   string // dxgsim --report
+	// rootfsDiff lists what the run changed in the root file system
+	// (box.hashRootfs); "" if nothing.
+	rootfsDiff string
+}
+
+// containerPATH is what images expect; LD_LIBRARY_PATH is deliberately
+// absent: the hook must make libcuda findable through the loader cache.
+const containerPATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// runBox builds a bundle for b, runs it with runc (under dxgsim when b.sim
+// is set), deletes the container, checks the host for leaks and returns
+// what happened. It fails the test only for harness problems and leaks;
+// the container's own results are the caller's to judge.
+func runBox(t *testing.T, b box) *outcome {
+	t.Helper()
+	h := env(t)
+	o := &outcome{checks: map[string]checkResult{}}
+
+	dir, err := os.MkdirTemp(h.tmp, "c-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.dir = dir
+	t.Cleanup(func() {
+		if h.keep == "1" || h.keep == "failed" && t.Failed() {
+			t.Logf("kept work dir %s", dir)
+			return
+		}
+		removeWorkDir(t, dir)
+	})
+	id := "wsl-gpu-hook-e2e-" + strings.TrimPrefix(filepath.Base(dir), "c-")
+	bundle := filepath.Join(dir, "bundle")
+	o.rootfs = filepath.Join(bundle, "rootfs")
+
+	image := need(t, "image "+b.image, h.images[b.image])
+	if err := extractImage(image, o.rootfs); err != nil {
+		t.Fatal(err)
+	}
+	probes := h.needProbes(t)
+	for _, p := range []string{probes.cudaprobe, probes.fsprobe} {
+		if err := copyFile(p, filepath.Join(o.rootfs, "usr/local/bin", filepath.Base(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var hookBin string
+	if b.hook != noHook || b.withHookBinary {
+		hookBin = need(t, "build wsl-gpu-hook", h.hook)
+	}
+	if b.withHookBinary {
+		if err := copyFile(hookBin, filepath.Join(o.rootfs, "usr/local/bin/wsl-gpu-hook"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	devDir := filepath.Join(dir, "dev")
+	if err := os.MkdirAll(devDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if b.sim != nil {
+		o.fixture = h.needFixture(t, b.sim.profile)
+	}
+	cfgPath := filepath.Join(dir, "hook.toml")
+	logPath := filepath.Join(dir, "hook.log")
+	if b.hook == hookConfig {
+		if o.fixture == "" {
+			t.Fatal("harness: a hook with a test config needs a simulated host (box.sim)")
+		}
+		writeHookConfig(t, cfgPath, filepath.Join(devDir, "dxg"), o.fixture, logPath)
+	}
+
+	spec := buildSpec(t, b, h, hookBin, cfgPath, id)
+	data, err := json.MarshalIndent(spec, "", "\t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	runcArgs := []string{"runc", "--root", filepath.Join(dir, "state"), "run", "--bundle", bundle, id}
+	argv := runcArgs
+	if b.sim != nil {
+		argv = simArgs(t, h, b.sim, devDir, filepath.Join(dir, "sim-report"), o.fixture, runcArgs)
+	}
+
+	var rootBefore map[string]string
+	if b.hashRootfs {
+		if rootBefore, err = treeDigest(o.rootfs); err != nil {
+			t.Fatalf("hash rootfs: %v", err)
+		}
+	}
+	before := snapshotHost(t, o.fixture)
+	o.exitCode, o.stdout, o.stderr = execute(t, argv)
+	deleteContainer(t, filepath.Join(dir, "state"), id)
+	before.checkHost(t, o.fixture)
+	if b.hashRootfs {
+		rootAfter, err := treeDigest(o.rootfs)
+		if err != nil {
+			t.Fatalf("hash rootfs: %v", err)
+		}
+		o.rootfsDiff = diffTrees(rootBefore, rootAfter)
+	}
+	if entries, err := os.ReadDir(bundle); err == nil {
+		for _, e := range entries {
+			if e.Name() != "config.json" && e.Name() != "rootfs" {
+				t.Errorf("the run created %s in the bundle, outside the rootfs", e.Name())
+			}
+		}
+	}
+
+	if data, err := os.ReadFile(logPath); err == nil {
+		o.hookLog = string(data)
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "sim-report")); err == nil {
+		o.report = string(data)
+	}
+	o.checks = parseChecks(o.stdout)
+	if b.sim != nil {
+		switch {
+		case o.exitCode == 3 && !b.wantProtocolMisuse:
+			t.Errorf("dxgsim exit 3: the hook or the container misused the dxg protocol\n%s", o.debug())
+		case o.exitCode != 3 && b.wantProtocolMisuse:
+			t.Errorf("dxgsim exit %d, want 3 (protocol misuse)\n%s", o.exitCode, o.debug())
+		}
+	}
+	return o
+}
+
+func buildSpec(t *testing.T, b box, h *harness, hookBin, cfgPath, id string) *specs.Spec {
+	t.Helper()
+	tmpl, err := h.runcSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec specs.Spec
+	if err := json.Unmarshal(tmpl, &spec); err != nil {
+		t.Fatalf("decode runc spec: %v", err)
+	}
+	spec.Process.Terminal = false
+	spec.Process.Args = []string{"/bin/sh", "-c", checkScript(b.checks)}
+	spec.Process.Env = append([]string{containerPATH}, b.env...)
+	spec.Root = &specs.Root{Path: "rootfs", Readonly: b.readonly}
+	spec.Hostname = "e2e"
+	spec.Annotations = b.annotations
+	spec.Linux.CgroupsPath = "/wsl-gpu-hook-e2e/" + id
+	spec.Linux.Devices = append(spec.Linux.Devices, b.devices...)
+	if spec.Linux.Resources == nil {
+		spec.Linux.Resources = &specs.LinuxResources{}
+	}
+	spec.Linux.Resources.Devices = append(spec.Linux.Resources.Devices, b.rules...)
+
+	if b.hook == noHook {
+		spec.Hooks = nil
+		return &spec
+	}
+	stage := b.stage
+	if stage == "" {
+		stage = "prestart"
+	}
+	hook := specs.Hook{Path: hookBin, Args: []string{"wsl-gpu-hook"}}
+	if b.argv0 != "" {
+		hook.Args[0] = b.argv0
+		// Docker runs the executable of that name it found on PATH.
+		link := filepath.Join(filepath.Dir(hookBin), b.argv0)
+		if err := os.Symlink(hookBin, link); err != nil && !errors.Is(err, os.ErrExist) {
+			t.Fatal(err)
+		}
+		hook.Path = link
+	}
+	if b.hook == hookConfig {
+		hook.Args = append(hook.Args, "--config", cfgPath)
+	}
+	hook.Args = append(hook.Args, stage)
+	spec.Hooks = &specs.Hooks{}
+	switch stage {
+	case "prestart":
+		spec.Hooks.Prestart = []specs.Hook{hook} //nolint:staticcheck // Docker still uses prestart.
+	case "createRuntime":
+		spec.Hooks.CreateRuntime = []specs.Hook{hook}
+	case "createContainer":
+		spec.Hooks.CreateContainer = []specs.Hook{hook}
+	default:
+		t.Fatalf("harness: unknown hook stage %q", stage)
+	}
+	return &spec
+}
+
+// writeHookConfig points the hook at the simulator's node and the fixture
+// tree instead of the real WSL paths, and logs at debug into the work dir.
+func writeHookConfig(t *testing.T, path, dxg, fixture, logFile string) {
+	t.Helper()
+	cfg := fmt.Sprintf(`dxg_device = %q
+lib_dir = %q
+drivers_dir = %q
+log_file = %q
+log_level = "debug"
+`, dxg, filepath.Join(fixture, "usr/lib/wsl/lib"), filepath.Join(fixture, "usr/lib/wsl/drivers"), logFile)
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func simArgs(t *testing.T, h *harness, sim *simulation, devDir, report, fixture string, cmd []string) []string {
+	t.Helper()
+	bin := need(t, "build dxgsim", h.dxgsim)
+	argv := []string{bin, "--profile", sim.profile, "--dev", filepath.Join(devDir, "dxg"), "--report", report}
+	for _, f := range sim.faults {
+		argv = append(argv, "--fault", f)
+	}
+	if sim.bindHost {
+		argv = append(argv, "--bind-host", fixture)
+	}
+	return append(append(argv, "--"), cmd...)
+}
+
+// runTimeout bounds a hung runtime; it is a safety net, not an assertion.
+const runTimeout = 3 * time.Minute
+
+// execute runs argv and returns its exit status and output; a command that
+// could not start at all fails the test.
+func execute(t *testing.T, argv []string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 10 * time.Second
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, stdout.String(), stderr.String()
+	case errors.As(err, &exit) && ctx.Err() == nil:
+		return exit.ExitCode(), stdout.String(), stderr.String()
+	default:
+		t.Fatalf("run %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(argv, " "), err, stdout.String(), stderr.String())
+		return -1, "", ""
+	}
+}
+
+// deleteContainer removes the container whatever state the run left it in.
+func deleteContainer(t *testing.T, state, id string) {
+	t.Helper()
+	out, err := exec.Command("runc", "--root", state, "delete", "-f", id).CombinedOutput()
+	if err != nil && !bytes.Contains(out, []byte("does not exist")) && !bytes.Contains(out, []byte("not exist")) {
+		t.Logf("runc delete -f %s: %v: %s", id, err, out)
+	}
+}
+
+// checkScript runs each check, framing its output so parseChecks can
+// split it; the script always exits 0 so runc's status is the start's.
+func checkScript(checks []check) string {
+	var s strings.Builder
+	for _, c := range checks {
+		fmt.Fprintf(&s, "echo '@@begin %s'\n{ %s\n} 2>&1\necho \"@@end %s $?\"\n", c.name, c.cmd, c.name)
+	}
+	s.WriteString("exit 0\n")
+	return s.String()
+}
+
+var checkEnd = regexp.MustCompile(`^@@end (\S+) (\d+)$`)
+
+func parseChecks(stdout string) map[string]checkResult {
+	res := map[string]checkResult{}
+	var name string
+	var body []string
+	for _, line := range strings.Split(stdout, "\n") {
+		if n, ok := strings.CutPrefix(line, "@@begin "); ok {
+			name, body = n, nil
+			continue
+		}
+		if m := checkEnd.FindStringSubmatch(line); m != nil && m[1] == name {
+			code, _ := strconv.Atoi(m[2])
+			res[name] = checkResult{out: strings.Join(body, "\n"), code: code}
+			name = ""
+			continue
+		}
+		if name != "" {
+			body = append(body, line)
+		}
+	}
+	return res
+}
+
+// result returns a check's result, failing the test if the check never
+// ran (the container did not start, or the script broke).
+func (o *outcome) result(t *testing.T, name string) checkResult {
+	t.Helper()
+	r, ok := o.checks[name]
+	if !ok {
+		t.Fatalf("check %q did not run in the container\n%s", name, o.debug())
+	}
+	return r
+}
+
+// succeeds asserts a check exited 0 and returns its output.
+func (o *outcome) succeeds(t *testing.T, name string) string {
+	t.Helper()
+	r := o.result(t, name)
+	if r.code != 0 {
+		t.Errorf("check %s: exit %d, want 0:\n%s", name, r.code, r.out)
+	}
+	return r.out
+}
+
+// started asserts the container ran: runc (and dxgsim) exited 0.
+func (o *outcome) started(t *testing.T) {
+	t.Helper()
+	if o.exitCode != 0 {
+		t.Fatalf("container did not run: exit %d\n%s", o.exitCode, o.debug())
+	}
+}
+
+// debug is what a failure message shows of a run.
+func (o *outcome) debug() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "--- runc stderr:\n%s", o.stderr)
+	fmt.Fprintf(&b, "--- container stdout:\n%s", o.stdout)
+	if o.hookLog != "" {
+		fmt.Fprintf(&b, "--- hook log:\n%s", o.hookLog)
+	}
+	if o.report != "" {
+		fmt.Fprintf(&b, "--- dxgsim report:\n%s\n", o.report)
+	}
+	return b.String()
+}

@@ -1,0 +1,260 @@
+package e2e
+
+import (
+	"bytes"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
+)
+
+// suite is what TestMain prepared. It is assigned once, before m.Run, and
+// only read afterwards; everything expensive in it is built lazily, once,
+// by the first test that needs it (sync.OnceValues), so `-run` of one test
+// builds only what that test uses.
+var suite *harness
+
+// harness holds the per-run scratch directory and the lazily built
+// artifacts every test shares.
+type harness struct {
+	skip  string // why every test skips; "" when this host can run them
+	repo  string // module root
+	tmp   string // per-run scratch directory, removed after the run
+	cache string // cache that outlives the run ($E2E_CACHE)
+	keep  string // E2E_KEEP: "1" keeps every container's work dir, "failed" those of failed tests
+
+	hook     func() (string, error) // static wsl-gpu-hook binary
+	dxgsim   func() (string, error) // simulator binary
+	probes   func() (probeSet, error)
+	runcSpec func() ([]byte, error) // `runc spec` output, the bundle template
+	images   map[string]func() (string, error)
+	fixtures map[string]func() (string, error) // by simhost profile name
+}
+
+// probeSet is the test programs copied into every root file system.
+type probeSet struct {
+	cudaprobe string // dynamic, glibc: dlopen("libcuda.so.1") + cuInit
+	fsprobe   string // static: open a path read-write or create a file
+}
+
+// Image names, the keys of harness.images.
+const (
+	imageDebian  = "debian"
+	imageBusybox = "busybox"
+)
+
+func TestMain(m *testing.M) {
+	h, err := newHarness()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		os.Exit(1)
+	}
+	suite = h
+	code := m.Run()
+	if h.tmp != "" && h.keep == "" {
+		os.RemoveAll(h.tmp)
+	}
+	os.Exit(code)
+}
+
+func newHarness() (*harness, error) {
+	h := &harness{keep: os.Getenv("E2E_KEEP")}
+	if os.Geteuid() != 0 {
+		h.skip = "end-to-end tests run containers with runc: run them as root"
+		return h, nil
+	}
+	for _, tool := range []string{"runc", "gcc", "tar", "chroot"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			h.skip = fmt.Sprintf("%s is not installed: install it (hack/setup.sh does) to run the end-to-end tests", tool)
+			return h, nil
+		}
+	}
+	repo, err := moduleRoot()
+	if err != nil {
+		return nil, err
+	}
+	h.repo = repo
+	h.cache = os.Getenv("E2E_CACHE")
+	if h.cache == "" {
+		h.cache = "/var/cache/wsl-gpu-hook-e2e"
+	}
+	if err := os.MkdirAll(h.cache, 0o755); err != nil {
+		return nil, fmt.Errorf("create cache dir: %w", err)
+	}
+	h.tmp, err = os.MkdirTemp("", "wsl-gpu-hook-e2e-")
+	if err != nil {
+		return nil, fmt.Errorf("create scratch dir: %w", err)
+	}
+	bin := filepath.Join(h.tmp, "bin")
+	h.hook = sync.OnceValues(func() (string, error) {
+		return h.goBuild(bin, "wsl-gpu-hook", "./cmd/wsl-gpu-hook", true)
+	})
+	h.dxgsim = sync.OnceValues(func() (string, error) {
+		return h.goBuild(bin, "dxgsim", "./test/dxgsim", false)
+	})
+	h.probes = sync.OnceValues(func() (probeSet, error) {
+		return buildProbes(filepath.Join(h.repo, "test/e2e/testdata"), bin)
+	})
+	h.runcSpec = sync.OnceValues(func() ([]byte, error) {
+		return runcSpecTemplate(filepath.Join(h.tmp, "spec"))
+	})
+	h.images = map[string]func() (string, error){
+		imageDebian:  sync.OnceValues(func() (string, error) { return debianImage(h.cache) }),
+		imageBusybox: sync.OnceValues(func() (string, error) { return busyboxImage(h.cache) }),
+	}
+	mkfixture := sync.OnceValues(func() (string, error) {
+		return h.goBuild(bin, "mkfixture", "./test/e2e/mkfixture", false)
+	})
+	h.fixtures = map[string]func() (string, error){}
+	for _, name := range simhost.Names() {
+		h.fixtures[name] = sync.OnceValues(func() (string, error) {
+			tool, err := mkfixture()
+			if err != nil {
+				return "", err
+			}
+			dir := filepath.Join(h.tmp, "fixtures", name)
+			cmd := exec.Command(tool, "-profile", name, "-out", dir, "-cache", filepath.Join(h.cache, "fixture"))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return "", fmt.Errorf("build fixture %s: %w\n%s", name, err, out)
+			}
+			return dir, nil
+		})
+	}
+	return h, nil
+}
+
+// env returns the harness, or skips the test saying why it cannot run here.
+func env(t *testing.T) *harness {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped under -short")
+	}
+	if suite.skip != "" {
+		t.Skip(suite.skip)
+	}
+	return suite
+}
+
+// need returns a lazily built artifact or fails the test with why it could
+// not be built (a piece of the project that does not build is a failure,
+// not a reason to skip).
+func need(t *testing.T, what string, build func() (string, error)) string {
+	t.Helper()
+	p, err := build()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return p
+}
+
+func (h *harness) needProbes(t *testing.T) probeSet {
+	t.Helper()
+	p, err := h.probes()
+	if err != nil {
+		t.Fatalf("probes: %v", err)
+	}
+	return p
+}
+
+func (h *harness) needFixture(t *testing.T, profile string) string {
+	t.Helper()
+	build, ok := h.fixtures[profile]
+	if !ok {
+		t.Fatalf("no simhost profile %q", profile)
+	}
+	return need(t, "fixture "+profile, build)
+}
+
+// goBuild builds a package of this module into dir/name. The hook must be
+// static (it is copied into images without a C library, as users do).
+func (h *harness) goBuild(dir, name, pkg string, static bool) (string, error) {
+	out := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = h.repo
+	cmd.Env = os.Environ()
+	if static {
+		cmd.Env = append(cmd.Env, "CGO_ENABLED=0")
+	}
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
+	}
+	if static {
+		if err := checkStatic(out); err != nil {
+			return "", err
+		}
+	}
+	return out, nil
+}
+
+// checkStatic fails for an ELF file that asks for a program interpreter.
+func checkStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked: it must be built with CGO_ENABLED=0", path)
+		}
+	}
+	return nil
+}
+
+func buildProbes(src, dir string) (probeSet, error) {
+	p := probeSet{cudaprobe: filepath.Join(dir, "cudaprobe"), fsprobe: filepath.Join(dir, "fsprobe")}
+	builds := [][]string{
+		{"-O2", "-Wall", "-o", p.cudaprobe, filepath.Join(src, "cudaprobe.c"), "-ldl"},
+		{"-static", "-O2", "-Wall", "-o", p.fsprobe, filepath.Join(src, "fsprobe.c")},
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return p, fmt.Errorf("create %s: %w", dir, err)
+	}
+	for _, args := range builds {
+		if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+			return p, fmt.Errorf("gcc %s: %w\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	return p, nil
+}
+
+// runcSpecTemplate returns the config.json `runc spec` writes: the bundle
+// builder starts from the runtime's own defaults (mounts, masked paths).
+func runcSpecTemplate(dir string) ([]byte, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", dir, err)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command("runc", "spec", "--bundle", dir)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("runc spec: %w: %s", err, stderr.String())
+	}
+	return os.ReadFile(filepath.Join(dir, "config.json"))
+}
+
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the test directory")
+		}
+		dir = parent
+	}
+}
