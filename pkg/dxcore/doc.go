@@ -1,0 +1,43 @@
+// Package dxcore lists the GPU adapters a Windows host exposes to a WSL2 VM
+// by speaking the dxg ioctls on /dev/dxg directly, in pure Go.
+//
+// # Model
+//
+// Enumerate opens the device, asks the kernel for the adapters
+// (LX_DXENUMADAPTERS3 with compute-only adapters included, or
+// LX_DXENUMADAPTERS2 on kernels that lack it), sends each adapter's queries
+// through LX_DXQUERYADAPTERINFO to the Windows host, and returns plain
+// values: LUID, WDDM version, type bits, PCI ids, description and the
+// Windows path of the driver store folder. Nothing is cached between calls.
+//
+// Adapter handles belong to the process that opened the fd (the kernel
+// checks the thread group id and answers ENOTTY to anyone else), and every
+// enumerate call opens new ones. Enumerate closes each handle it got with
+// LX_DXCLOSEADAPTER on every path, errors included, then closes the fd.
+//
+// # ABI hazards the code is shaped around
+//
+//   - The ENUMADAPTERS3 fill call always passes a capacity of 64
+//     (D3DKMT_ADAPTERS_MAX). With a capacity below the number of adapters,
+//     real kernels write past their own buffer and leak handles; the count
+//     query only gives an upper bound anyway.
+//   - ENUMADAPTERS2 refuses a capacity below the current count with
+//     EOVERFLOW, so its count/fill pair is retried a few times.
+//   - The driver store path is queried with QUERYREGISTRY in its raw layout
+//     with 2-byte UTF-16 characters (552 bytes plus the value). NVIDIA's
+//     struct uses 4-byte wchar_t and only works through libdxcore, which
+//     converts; the host reads the 2-byte form. Its status field, not the
+//     ioctl result, says whether the value fit.
+//   - Very old drivers return a negative NTSTATUS as the ioctl result with
+//     no errno; that is treated as failure and reported as NTSTATUS.
+//
+// Every structure is encoded into a []byte at the offsets of the kernel's
+// include/uapi/misc/d3dkmthk.h (x86_64); decoding is pure functions, and
+// pointers to Go buffers inside an argument are pinned for the call.
+//
+// # What it never does
+//
+// It never loads libdxcore.so or libd3d12, never uses cgo, never opens
+// adapters by LUID, creates devices or submits work, and never maps the
+// Windows path to a Linux folder (package driverstore does that).
+package dxcore
