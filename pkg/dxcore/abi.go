@@ -111,8 +111,6 @@ const (
 	maxRegistryValue = maxPrivateDataSize - sizeofRegistryInfo
 )
 
-var le = binary.LittleEndian
-
 // adapterInfo is one entry of the array the enumerate calls fill.
 type adapterInfo struct {
 	handle uint32
@@ -121,35 +119,35 @@ type adapterInfo struct {
 
 func encodeEnumAdapters2(count uint32, adapters uint64) []byte {
 	b := make([]byte, sizeofEnumAdapters2)
-	le.PutUint32(b[offEnum2Count:], count)
-	le.PutUint64(b[offEnum2Adapters:], adapters)
+	binary.LittleEndian.PutUint32(b[offEnum2Count:], count)
+	binary.LittleEndian.PutUint64(b[offEnum2Adapters:], adapters)
 	return b
 }
 
-func decodeEnumAdapters2Count(b []byte) uint32 { return le.Uint32(b[offEnum2Count:]) }
+func decodeEnumAdapters2Count(b []byte) uint32 { return binary.LittleEndian.Uint32(b[offEnum2Count:]) }
 
 func encodeEnumAdapters3(filter uint64, count uint32, adapters uint64) []byte {
 	b := make([]byte, sizeofEnumAdapters3)
-	le.PutUint64(b[offEnum3Filter:], filter)
-	le.PutUint32(b[offEnum3Count:], count)
-	le.PutUint64(b[offEnum3Adapters:], adapters)
+	binary.LittleEndian.PutUint64(b[offEnum3Filter:], filter)
+	binary.LittleEndian.PutUint32(b[offEnum3Count:], count)
+	binary.LittleEndian.PutUint64(b[offEnum3Adapters:], adapters)
 	return b
 }
 
-func decodeEnumAdapters3Count(b []byte) uint32 { return le.Uint32(b[offEnum3Count:]) }
+func decodeEnumAdapters3Count(b []byte) uint32 { return binary.LittleEndian.Uint32(b[offEnum3Count:]) }
 
 func encodeCloseAdapter(handle uint32) []byte {
 	b := make([]byte, sizeofCloseAdapter)
-	le.PutUint32(b[offCloseHandle:], handle)
+	binary.LittleEndian.PutUint32(b[offCloseHandle:], handle)
 	return b
 }
 
 func encodeQueryAdapterInfo(handle, typ uint32, data uint64, size uint32) []byte {
 	b := make([]byte, sizeofQueryAdapterInfo)
-	le.PutUint32(b[offQueryHandle:], handle)
-	le.PutUint32(b[offQueryType:], typ)
-	le.PutUint64(b[offQueryData:], data)
-	le.PutUint32(b[offQuerySize:], size)
+	binary.LittleEndian.PutUint32(b[offQueryHandle:], handle)
+	binary.LittleEndian.PutUint32(b[offQueryType:], typ)
+	binary.LittleEndian.PutUint64(b[offQueryData:], data)
+	binary.LittleEndian.PutUint32(b[offQuerySize:], size)
 	return b
 }
 
@@ -163,10 +161,10 @@ func decodeAdapterInfos(b []byte, n uint32) []adapterInfo {
 	for i := range out {
 		e := b[i*sizeofAdapterInfo:]
 		out[i] = adapterInfo{
-			handle: le.Uint32(e[offAdapterInfoHandle:]),
+			handle: binary.LittleEndian.Uint32(e[offAdapterInfoHandle:]),
 			luid: LUID{
-				Low:  le.Uint32(e[offAdapterInfoLUID:]),
-				High: int32(le.Uint32(e[offAdapterInfoLUID+4:])),
+				Low:  binary.LittleEndian.Uint32(e[offAdapterInfoLUID:]),
+				High: int32(binary.LittleEndian.Uint32(e[offAdapterInfoLUID+4:])),
 			},
 		}
 	}
@@ -178,9 +176,9 @@ func decodeAdapterInfos(b []byte, n uint32) []adapterInfo {
 func encodeAdapterInfos(dst []byte, infos []adapterInfo) {
 	for i, a := range infos {
 		e := dst[i*sizeofAdapterInfo:]
-		le.PutUint32(e[offAdapterInfoHandle:], a.handle)
-		le.PutUint32(e[offAdapterInfoLUID:], a.luid.Low)
-		le.PutUint32(e[offAdapterInfoLUID+4:], uint32(a.luid.High))
+		binary.LittleEndian.PutUint32(e[offAdapterInfoHandle:], a.handle)
+		binary.LittleEndian.PutUint32(e[offAdapterInfoLUID:], a.luid.Low)
+		binary.LittleEndian.PutUint32(e[offAdapterInfoLUID+4:], uint32(a.luid.High))
 	}
 }
 
@@ -188,7 +186,7 @@ func encodeAdapterInfos(dst []byte, infos []adapterInfo) {
 // adapter in WSL always stands for exactly one physical GPU.
 func newDeviceIDsRequest() []byte {
 	b := make([]byte, sizeofDeviceIDs)
-	le.PutUint32(b[offDeviceIDsPhysicalIndex:], 0)
+	binary.LittleEndian.PutUint32(b[offDeviceIDsPhysicalIndex:], 0)
 	return b
 }
 
@@ -198,11 +196,11 @@ func decodeDeviceIDs(b []byte) (PCIIDs, error) {
 	}
 	v := b[offDeviceIDsVendor:]
 	return PCIIDs{
-		Vendor:    le.Uint32(v[0:]),
-		Device:    le.Uint32(v[4:]),
-		SubVendor: le.Uint32(v[8:]),
-		SubSystem: le.Uint32(v[12:]),
-		Revision:  le.Uint32(v[16:]),
+		Vendor:    binary.LittleEndian.Uint32(v[0:]),
+		Device:    binary.LittleEndian.Uint32(v[4:]),
+		SubVendor: binary.LittleEndian.Uint32(v[8:]),
+		SubSystem: binary.LittleEndian.Uint32(v[12:]),
+		Revision:  binary.LittleEndian.Uint32(v[16:]),
 	}, nil
 }
 
@@ -210,14 +208,14 @@ func decodeUint32(b []byte) (uint32, error) {
 	if len(b) < 4 {
 		return 0, fmt.Errorf("reply is %d bytes, want 4", len(b))
 	}
-	return le.Uint32(b), nil
+	return binary.LittleEndian.Uint32(b), nil
 }
 
 // newRegistryRequest builds a DRIVERSTOREPATH query with room for valueSize
 // bytes of answer beyond the fixed 552.
 func newRegistryRequest(valueSize uint32) []byte {
 	b := make([]byte, sizeofRegistryInfo+int(valueSize))
-	le.PutUint32(b[offRegQueryType:], regTypeDriverStorePath)
+	binary.LittleEndian.PutUint32(b[offRegQueryType:], regTypeDriverStorePath)
 	return b
 }
 
@@ -230,8 +228,8 @@ func decodeRegistry(b []byte) (value string, need uint32, err error) {
 	if len(b) < offRegOutput {
 		return "", 0, fmt.Errorf("registry reply is %d bytes, want at least %d", len(b), offRegOutput)
 	}
-	size := le.Uint32(b[offRegOutputSize:])
-	switch status := le.Uint32(b[offRegStatus:]); status {
+	size := binary.LittleEndian.Uint32(b[offRegOutputSize:])
+	switch status := binary.LittleEndian.Uint32(b[offRegStatus:]); status {
 	case regStatusSuccess:
 		payload := b[offRegOutput:]
 		if uint64(size) > uint64(len(payload)) {
@@ -255,7 +253,7 @@ func decodeRegistry(b []byte) (value string, need uint32, err error) {
 func decodeUTF16(b []byte) string {
 	units := make([]uint16, 0, len(b)/2)
 	for i := 0; i+1 < len(b); i += 2 {
-		u := le.Uint16(b[i:])
+		u := binary.LittleEndian.Uint16(b[i:])
 		if u == 0 {
 			break
 		}
