@@ -1,0 +1,199 @@
+// Package request decides which GPU adapters a container asked for.
+//
+// A container asks through an annotation or an environment variable (the
+// ones Docker's --gpus sets among them). The value is "all", one of the
+// empty words ("none", "void", "", or unset: the hook then does nothing),
+// or a comma-separated list of selectors: an adapter index as `info` prints
+// it, a LUID ("0x4486d1"), or a vendor name.
+//
+// A selection decides which driver store folders a container gets. It cannot
+// hide adapters from /dev/dxg itself: the paravirtual device exposes every
+// adapter the Windows host gives the VM to whoever can open it.
+package request
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
+)
+
+// Kind says what a selector names.
+type Kind int
+
+// Selector kinds.
+const (
+	ByIndex Kind = iota
+	ByLUID
+	ByVendor
+)
+
+// Vendors a selector may name.
+var vendors = []string{"nvidia", "amd", "intel", "microsoft"}
+
+// Selector is one item of a request list.
+type Selector struct {
+	Kind   Kind
+	Index  int
+	LUID   dxcore.LUID
+	Vendor string
+	Raw    string // as the user wrote it, for messages
+}
+
+// Request is a parsed GPU request.
+type Request struct {
+	All       bool
+	Selectors []Selector
+	// Source names where the request came from ("env NVIDIA_VISIBLE_DEVICES").
+	Source string
+}
+
+// None reports a request for nothing: the hook must not touch the container.
+func (r Request) None() bool { return !r.All && len(r.Selectors) == 0 }
+
+// Parse reads a request value.
+func Parse(value string) (Request, error) {
+	v := strings.TrimSpace(value)
+	switch strings.ToLower(v) {
+	case "", "none", "void":
+		return Request{}, nil
+	case "all":
+		return Request{All: true}, nil
+	}
+	var r Request
+	var errs []error
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if strings.EqualFold(item, "all") {
+			return Request{All: true}, nil
+		}
+		s, err := parseSelector(item)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		r.Selectors = append(r.Selectors, s)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Request{}, err
+	}
+	return r, nil
+}
+
+func parseSelector(item string) (Selector, error) {
+	lower := strings.ToLower(item)
+	for _, v := range vendors {
+		if lower == v {
+			return Selector{Kind: ByVendor, Vendor: v, Raw: item}, nil
+		}
+	}
+	if strings.HasPrefix(lower, "0x") {
+		l, err := dxcore.ParseLUID(item)
+		if err != nil {
+			return Selector{}, fmt.Errorf("GPU selector %q: %w", item, err)
+		}
+		return Selector{Kind: ByLUID, LUID: l, Raw: item}, nil
+	}
+	if n, err := strconv.Atoi(item); err == nil && n >= 0 {
+		return Selector{Kind: ByIndex, Index: n, Raw: item}, nil
+	}
+	if strings.HasPrefix(lower, "gpu-") || strings.HasPrefix(lower, "mig-") {
+		return Selector{}, fmt.Errorf("GPU selector %q: GPU UUIDs do not exist on WSL: select by index, LUID or vendor (see wsl-gpu-hook info)", item)
+	}
+	return Selector{}, fmt.Errorf("GPU selector %q: want all, none, an adapter index, a LUID (0x...) or a vendor (%s)", item, strings.Join(vendors, ", "))
+}
+
+// Target is what a selector is matched against.
+type Target struct {
+	Index  int
+	LUID   dxcore.LUID
+	Vendor string
+}
+
+func (t Target) String() string { return fmt.Sprintf("%d %s %s", t.Index, t.Vendor, t.LUID) }
+
+// Match reports whether s selects t.
+func (s Selector) Match(t Target) bool {
+	switch s.Kind {
+	case ByIndex:
+		return s.Index == t.Index
+	case ByLUID:
+		return s.LUID == t.LUID
+	default:
+		return s.Vendor == t.Vendor
+	}
+}
+
+// Select returns the items the request selects, in host order. A selector
+// that matches nothing is an error: silently giving a container fewer GPUs
+// than it asked for is how NVIDIA's users lose hours.
+func Select[T any](r Request, items []T, target func(T) Target) ([]T, error) {
+	if r.None() {
+		return nil, nil
+	}
+	if r.All {
+		return items, nil
+	}
+	used := make([]bool, len(r.Selectors))
+	var out []T
+	for _, it := range items {
+		t := target(it)
+		hit := false
+		for i, s := range r.Selectors {
+			if s.Match(t) {
+				used[i] = true
+				hit = true
+			}
+		}
+		if hit {
+			out = append(out, it)
+		}
+	}
+	var missing []string
+	for i, u := range used {
+		if !u {
+			missing = append(missing, r.Selectors[i].Raw)
+		}
+	}
+	if len(missing) > 0 {
+		var have []string
+		for _, it := range items {
+			have = append(have, target(it).String())
+		}
+		if len(have) == 0 {
+			have = []string{"none"}
+		}
+		return nil, fmt.Errorf("GPU selector %s matches no adapter on this host (adapters: %s): see wsl-gpu-hook info",
+			strings.Join(missing, ","), strings.Join(have, "; "))
+	}
+	return out, nil
+}
+
+// FromSpec finds the request in a container's config: the annotation first,
+// then each environment variable in order; the first one present decides,
+// even when it says "none" (an explicit "void" must switch the hook off).
+func FromSpec(spec *oci.Spec, envs []string, annotation string) (Request, error) {
+	raw, source := "", ""
+	if v, ok := spec.Annotations[annotation]; ok && annotation != "" {
+		raw, source = v, "annotation "+annotation
+	} else {
+		for _, e := range envs {
+			if v, ok := spec.Env(e); ok {
+				raw, source = v, "env "+e
+				break
+			}
+		}
+	}
+	r, err := Parse(raw)
+	if err != nil {
+		return Request{}, fmt.Errorf("%s: %w", source, err)
+	}
+	r.Source = source
+	return r, nil
+}
