@@ -131,19 +131,25 @@ func runBox(t *testing.T, b box) *outcome {
 	bundle := filepath.Join(dir, "bundle")
 	o.rootfs = filepath.Join(bundle, "rootfs")
 
+	// Everything that may not build yet comes first, before the costly
+	// image extraction.
+	var hookBin string
+	if b.hook != noHook || b.withHookBinary {
+		hookBin = need(t, "build wsl-gpu-hook", h.hook)
+	}
+	if b.sim != nil {
+		need(t, "build dxgsim", h.dxgsim)
+		o.fixture = h.needFixture(t, b.sim.profile)
+	}
+	probes := h.needProbes(t)
 	image := need(t, "image "+b.image, h.images[b.image])
 	if err := extractImage(image, o.rootfs); err != nil {
 		t.Fatal(err)
 	}
-	probes := h.needProbes(t)
 	for _, p := range []string{probes.cudaprobe, probes.fsprobe} {
 		if err := copyFile(p, filepath.Join(o.rootfs, "usr/local/bin", filepath.Base(p)), 0o755); err != nil {
 			t.Fatal(err)
 		}
-	}
-	var hookBin string
-	if b.hook != noHook || b.withHookBinary {
-		hookBin = need(t, "build wsl-gpu-hook", h.hook)
 	}
 	if b.withHookBinary {
 		if err := copyFile(hookBin, filepath.Join(o.rootfs, "usr/local/bin/wsl-gpu-hook"), 0o755); err != nil {
@@ -154,9 +160,6 @@ func runBox(t *testing.T, b box) *outcome {
 	devDir := filepath.Join(dir, "dev")
 	if err := os.MkdirAll(devDir, 0o755); err != nil {
 		t.Fatal(err)
-	}
-	if b.sim != nil {
-		o.fixture = h.needFixture(t, b.sim.profile)
 	}
 	cfgPath := filepath.Join(dir, "hook.toml")
 	logPath := filepath.Join(dir, "hook.log")
