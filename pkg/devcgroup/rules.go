@@ -78,14 +78,14 @@ func runtimeDefaults() []*devconfig.Rule {
 	return []*devconfig.Rule{
 		c(wild, wild, "m"), // mknod of any character device
 		{Type: devconfig.BlockDevice, Major: wild, Minor: wild, Permissions: "m", Allow: true},
-		c(1, 3, "rwm"),     // /dev/null
-		c(1, 8, "rwm"),     // /dev/random
-		c(1, 7, "rwm"),     // /dev/full
-		c(5, 0, "rwm"),     // /dev/tty
-		c(1, 5, "rwm"),     // /dev/zero
-		c(1, 9, "rwm"),     // /dev/urandom
+		c(1, 3, "rwm"),      // /dev/null
+		c(1, 8, "rwm"),      // /dev/random
+		c(1, 7, "rwm"),      // /dev/full
+		c(5, 0, "rwm"),      // /dev/tty
+		c(1, 5, "rwm"),      // /dev/zero
+		c(1, 9, "rwm"),      // /dev/urandom
 		c(136, wild, "rwm"), // /dev/pts/*
-		c(5, 2, "rwm"),     // /dev/ptmx
-		c(10, 200, "rwm"),  // /dev/net/tun
+		c(5, 2, "rwm"),      // /dev/ptmx
+		c(10, 200, "rwm"),   // /dev/net/tun
 	}
 }
