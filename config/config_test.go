@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -110,4 +111,31 @@ func replaceF(s, f string) string {
 		out += string(s[i])
 	}
 	return out
+}
+
+// FuzzLoad: any file content either loads into a valid configuration or
+// gives an error that names the file; it never panics.
+func FuzzLoad(f *testing.F) {
+	seed, _ := os.ReadFile("config.toml")
+	f.Add(string(seed))
+	f.Add("dxg_device = 1\n")
+	f.Add("[table]\nx = 1\n")
+	f.Add("request_env = [\"A\", 2]\n")
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, s string) {
+		p := filepath.Join(dir, "c.toml")
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load(p, true)
+		if err != nil {
+			if !strings.Contains(err.Error(), p) {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		if verr := c.Validate(); verr != nil {
+			t.Fatalf("Load accepted an invalid config: %v", verr)
+		}
+	})
 }
