@@ -23,8 +23,9 @@ import (
 // rules the runtime applied; cgroup v2 needs them to rebuild its program.
 //
 // Call it as root in the host's mount, cgroup and user namespaces, after the
-// runtime applied its cgroup settings (prestart or createRuntime). It returns
-// nil without changing anything if no device cgroup restricts the pid.
+// runtime applied its cgroup settings (prestart or createRuntime). If the pid
+// has neither a v1 devices cgroup nor a v2 device program, it changes nothing
+// and returns nil.
 func Allow(pid int, rules []specs.LinuxDeviceCgroup, dev Device) error {
 	if err := dev.validate(); err != nil {
 		return err

@@ -20,10 +20,11 @@
 //     existing program is replaced by one generated from the complete rule
 //     list, exactly as runc generates it (runc's own code, from
 //     github.com/opencontainers/cgroups): the bundle's
-//     linux.resources.devices, then the devices runc and crun always allow
-//     (/dev/null, zero, full, random, urandom, tty, ptmx, pts/*,
-//     net/tun and mknod of any node), then the new rule. If no program is attached,
-//     nothing restricts devices there and nothing is done.
+//     linux.resources.devices, then the devices runc always allows
+//     (/dev/null, zero, full, random, urandom, tty, ptmx, pts/*, net/tun and
+//     mknod of any node; crun also allows /dev/console), then the new rule.
+//     If no program is attached, nothing restricts devices there and nothing
+//     is done.
 //
 // A pid that has neither a v1 devices cgroup nor a device program on its v2
 // cgroup is not restricted at all; Allow then changes nothing and returns nil.
@@ -39,10 +40,15 @@
 // the spec instead (linux.devices plus linux.resources.devices), as the
 // runtime wrapper and CDI paths do, survives both; prefer them where possible.
 //
-// The v2 path reproduces runc's and crun's rules, not systemd's: a device
-// program attached by another manager is replaced by runc's view of the
-// container. Programs on ancestor cgroups are never touched; if one of them
-// denies the device, Allow cannot help.
+// The v2 path reproduces runc's rules, not systemd's: a device program
+// attached by another manager is replaced by runc's view of the container.
+// Programs on ancestor cgroups are never touched; if one of them denies the
+// device, Allow cannot help.
+//
+// Directories are opened with openat2 (Linux 5.6, older than any WSL2
+// kernel in use). The cgroups library logs through logrus's standard logger
+// in rare cases (several programs found, odd kernels); a hook should point
+// that logger away from stderr.
 //
 // # What it never does
 //
