@@ -197,8 +197,9 @@ func unrestricted(t *testing.T, nodes map[string]string) {
 func TestAllowV1(t *testing.T) {
 	requireRoot(t)
 	cg := testCgroup(t, hierarchyRoot(t, false))
-	for file, rule := range map[string]string{"devices.deny": "a", "devices.allow": "c 1:3 rwm"} {
-		if err := os.WriteFile(filepath.Join(cg, file), []byte(rule), 0); err != nil {
+	// Order matters: "a" in devices.deny empties the allow list.
+	for _, w := range [][2]string{{"devices.deny", "a"}, {"devices.allow", "c 1:3 rwm"}} {
+		if err := os.WriteFile(filepath.Join(cg, w[0]), []byte(w[1]), 0); err != nil {
 			t.Fatal(err)
 		}
 	}
