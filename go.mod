@@ -3,6 +3,7 @@ module github.com/wsl-gpu-hook/wsl-gpu-hook
 go 1.26.0
 
 require (
+	github.com/cilium/ebpf v0.17.3 // indirect
 	github.com/coreos/go-systemd/v22 v22.6.0 // indirect
 	github.com/cyphar/filepath-securejoin v0.7.0 // indirect
 	github.com/godbus/dbus/v5 v5.1.0 // indirect
