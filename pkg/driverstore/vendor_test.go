@@ -1,0 +1,24 @@
+package driverstore
+
+import "testing"
+
+func TestVendorOf(t *testing.T) {
+	tests := []struct {
+		id   uint32
+		want Vendor
+	}{
+		{0x10de, NVIDIA},
+		{0x1002, AMD},
+		{0x1022, AMD},
+		{0x8086, Intel},
+		{0x1414, Microsoft},
+		{0x5143, Unknown}, // Qualcomm Adreno: not told apart yet
+		{0, Unknown},
+		{0xffffffff, Unknown},
+	}
+	for _, tt := range tests {
+		if got := VendorOf(tt.id); got != tt.want {
+			t.Errorf("VendorOf(%#x) = %q, want %q", tt.id, got, tt.want)
+		}
+	}
+}
