@@ -1,0 +1,132 @@
+package driverstore
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// FileKind says what a listed file is to the Linux side.
+type FileKind int
+
+// File kinds ListFiles reports.
+const (
+	SharedObject FileKind = iota + 1 // ELF library, loadable with dlopen
+	Executable                       // ELF program (nvidia-smi)
+	Data                             // a Linux-side data file (nvcubins.bin)
+)
+
+func (k FileKind) String() string {
+	switch k {
+	case SharedObject:
+		return "shared-object"
+	case Executable:
+		return "executable"
+	case Data:
+		return "data"
+	}
+	return fmt.Sprintf("FileKind(%d)", int(k))
+}
+
+// File is one Linux-side file of the lib dir or a driver store folder.
+type File struct {
+	Name   string
+	Kind   FileKind
+	Soname string // DT_SONAME of a shared object; "" if it has none
+}
+
+// linuxData are the non-ELF files the Linux side of a driver reads.
+var linuxData = map[string]bool{"nvcubins.bin": true}
+
+// ListFiles lists the files of dir that matter on Linux, by name: ELF shared
+// objects and executables (only their headers and dynamic section are read;
+// nothing is run) and known data files. Files are opened with O_NOFOLLOW. Windows files, symlinks and
+// subdirectories are left out. A driver store folder can hold hundreds of
+// files, so this is for reports, not for every container start.
+func ListFiles(dir string) ([]File, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	var files []File
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if linuxData[e.Name()] {
+			files = append(files, File{Name: e.Name(), Kind: Data})
+			continue
+		}
+		f, ok, err := elfFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			f.Name = e.Name()
+			files = append(files, f)
+		}
+	}
+	return files, nil
+}
+
+// elfFile classifies p if it is an ELF shared object or executable.
+func elfFile(p string) (File, bool, error) {
+	fd, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return File{}, false, fmt.Errorf("open %s: %w", p, err)
+	}
+	defer fd.Close()
+	var magic [4]byte
+	if _, err := io.ReadFull(fd, magic[:]); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return File{}, false, nil
+		}
+		return File{}, false, fmt.Errorf("read %s: %w", p, err)
+	}
+	if string(magic[:]) != elf.ELFMAG {
+		return File{}, false, nil
+	}
+	ef, err := elf.NewFile(fd)
+	if err != nil {
+		return File{}, false, fmt.Errorf("%s is a damaged ELF file: %w", p, err)
+	}
+	defer ef.Close()
+	var f File
+	if s, err := ef.DynString(elf.DT_SONAME); err == nil && len(s) > 0 {
+		f.Soname = s[0]
+	}
+	switch ef.Type {
+	case elf.ET_EXEC:
+		f.Kind = Executable
+	case elf.ET_DYN:
+		f.Kind = SharedObject
+		if isPIE(ef, f.Soname) {
+			f.Kind = Executable
+		}
+	default:
+		return File{}, false, nil // object files, core dumps
+	}
+	return f, true, nil
+}
+
+// isPIE tells a position-independent executable from a library (both are
+// ET_DYN): the linker marks PIEs with DF_1_PIE; older ones are told by an
+// interpreter and no SONAME.
+func isPIE(ef *elf.File, soname string) bool {
+	if flags, err := ef.DynValue(elf.DT_FLAGS_1); err == nil && len(flags) > 0 && flags[0]&uint64(elf.DF_1_PIE) != 0 {
+		return true
+	}
+	if soname != "" {
+		return false
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_INTERP {
+			return true
+		}
+	}
+	return false
+}
