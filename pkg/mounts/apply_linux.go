@@ -1,0 +1,435 @@
+package mounts
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+
+	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
+)
+
+// glibcLoader is where every x86_64 glibc image keeps its dynamic loader
+// (the path is in every binary's PT_INTERP, so images cannot move it).
+const glibcLoader = "/lib64/ld-linux-x86-64.so.2"
+
+// maxCacheSize bounds the image's ld.so.cache the hook reads; a Debian
+// cache is ~20 KiB, a large distro's a few MiB.
+const maxCacheSize = 64 << 20
+
+// Error is a failed step, with what was being done and where.
+type Error struct {
+	Step Step
+	Op   string
+	Err  error
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s %s: %s: %v", e.Step.Kind, e.Step.Target, e.Op, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Apply carries out steps inside the root filesystem at rootfs. It must run
+// in the container's mount namespace (see nsenter). On error everything it
+// did is undone before it returns.
+func Apply(rootfs string, steps []Step, log logrus.FieldLogger) (err error) {
+	root, err := os.OpenFile(rootfs, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open container rootfs: %w", err)
+	}
+	defer root.Close()
+
+	a := &applier{root: root, log: log}
+	defer func() {
+		if err != nil {
+			a.rollback()
+		}
+	}()
+	glibc := a.exists(glibcLoader)
+	for _, s := range steps {
+		if s.NeedsGlibc && !glibc {
+			log.Warnf("skip %s: the image has no glibc loader (%s), so the libraries are not registered with the loader: programs in it need LD_LIBRARY_PATH=%s", s.Target, glibcLoader, ContainerLibDir)
+			continue
+		}
+		log.Debugf("apply %s", s)
+		if err := a.apply(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applier keeps what has been done so it can be undone.
+type applier struct {
+	root *os.File
+	log  logrus.FieldLogger
+	undo []func() error
+}
+
+func (a *applier) rollback() {
+	for i := len(a.undo) - 1; i >= 0; i-- {
+		if err := a.undo[i](); err != nil {
+			a.log.Errorf("undo: %v", err)
+		}
+	}
+}
+
+func (a *applier) exists(unsafePath string) bool {
+	f, err := pathrs.OpenatInRoot(a.root, unsafePath)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
+
+func (a *applier) apply(s Step) error {
+	var err error
+	var op string
+	switch s.Kind {
+	case Device:
+		op, err = a.device(s)
+	case Bind:
+		op, err = a.bind(s)
+	case File:
+		op, err = a.writeFile(s.Target, func([]byte) ([]byte, error) { return s.Data, nil })
+	case Ldcache:
+		op, err = a.writeFile(s.Target, func(old []byte) ([]byte, error) {
+			data, err := ldcache.Merge(old, s.Entries)
+			if errors.Is(err, ldcache.ErrFormat) {
+				// glibc ignores a cache it cannot read; one with only our
+				// entries is strictly better, and the loader still
+				// searches its default directories for the rest.
+				a.log.Warnf("replace the image's unreadable %s (%v) with one holding the WSL libraries", s.Target, err)
+				return ldcache.Merge(nil, s.Entries)
+			}
+			return data, err
+		})
+	case Symlink:
+		op, err = a.symlink(s)
+	default:
+		op, err = "plan", fmt.Errorf("unknown step kind %q", s.Kind)
+	}
+	if err != nil {
+		return &Error{Step: s, Op: op, Err: err}
+	}
+	return nil
+}
+
+// wslDirs are the folders the WSL layout owns: whatever an image has at
+// these paths (a symlink, a file) is replaced by a real directory, as a
+// mount point is; paths outside them are the image's and are followed,
+// confined to the rootfs.
+var wslDirs = []string{"/usr/lib/wsl", ContainerDriversDir}
+
+// parent returns a handle on the directory that holds target, creating the
+// directories on the way, all confined to the rootfs.
+func (a *applier) parent(target string) (*os.File, string, error) {
+	dir, base := path.Split(target)
+	if base == "" || base == "." || base == ".." {
+		return nil, "", fmt.Errorf("bad target %q", target)
+	}
+	for _, w := range wslDirs { // shallow first
+		if strings.HasPrefix(dir, w+"/") {
+			if err := a.claimDir(w); err != nil {
+				return nil, "", err
+			}
+		}
+	}
+	d, err := pathrs.MkdirAllHandle(a.root, dir, 0o755)
+	if err != nil {
+		return nil, "", err
+	}
+	return d, base, nil
+}
+
+// claimDir makes sure the WSL-owned directory p is a real directory.
+func (a *applier) claimDir(p string) error {
+	dir, base := path.Split(p)
+	d, err := pathrs.MkdirAllHandle(a.root, dir, 0o755)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	st, err := lstatAt(d, base)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil
+	case err != nil:
+		return err
+	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		return nil
+	}
+	a.log.Warnf("replace %s in the image (mode %o) with a directory", p, st.Mode)
+	if err := unix.Unlinkat(int(d.Fd()), base, 0); err != nil {
+		return err
+	}
+	return unix.Mkdirat(int(d.Fd()), base, 0o755)
+}
+
+// lstatAt reports what is at base inside dir without following a symlink.
+func lstatAt(dir *os.File, base string) (*unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(dir.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+func (a *applier) device(s Step) (string, error) {
+	dir, base, err := a.parent(s.Target)
+	if err != nil {
+		return "mkdir parent", err
+	}
+	defer dir.Close()
+	dev := unix.Mkdev(s.Major, s.Minor)
+	switch st, err := lstatAt(dir, base); {
+	case errors.Is(err, unix.ENOENT):
+	case err != nil:
+		return "stat", err
+	case st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == dev:
+		// The runtime (or CDI) already made the right node; make sure anyone
+		// in the container can open it, as on a WSL host.
+		return "chmod", unix.Fchmodat(int(dir.Fd()), base, 0o666, 0)
+	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		return "replace", fmt.Errorf("the image has a directory at %s: remove it from the image", s.Target)
+	default:
+		// A regular file, a symlink or a node with other numbers: an image
+		// cannot choose what the container's /dev/dxg is.
+		a.log.Warnf("replace %s in the image (mode %o) with the GPU device node", s.Target, st.Mode)
+		if err := unix.Unlinkat(int(dir.Fd()), base, 0); err != nil {
+			return "remove existing", err
+		}
+	}
+	if err := unix.Mknodat(int(dir.Fd()), base, unix.S_IFCHR|0o666, int(dev)); err != nil {
+		if !errors.Is(err, unix.EPERM) {
+			return "mknod", err
+		}
+		// In a user namespace mknod is not allowed: bind the host node.
+		return a.bindDevice(dir, base, s)
+	}
+	a.onUndo(dir, base, 0)
+	return "chmod", unix.Fchmodat(int(dir.Fd()), base, 0o666, 0)
+}
+
+func (a *applier) bindDevice(dir *os.File, base string, s Step) (string, error) {
+	fd, err := unix.Openat(int(dir.Fd()), base, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o666)
+	if err != nil {
+		return "create mount point", err
+	}
+	unix.Close(fd)
+	a.onUndo(dir, base, 0)
+	target, err := openNoFollow(dir, base, 0)
+	if err != nil {
+		return "open mount point", err
+	}
+	defer target.Close()
+	return a.mountOnto(s.Source, target, 0)
+}
+
+func (a *applier) bind(s Step) (string, error) {
+	dir, base, err := a.parent(s.Target)
+	if err != nil {
+		return "mkdir parent", err
+	}
+	defer dir.Close()
+	switch st, err := lstatAt(dir, base); {
+	case errors.Is(err, unix.ENOENT):
+		if err := unix.Mkdirat(int(dir.Fd()), base, 0o755); err != nil {
+			return "mkdir", err
+		}
+	case err != nil:
+		return "stat", err
+	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		// An image folder at a WSL path is hidden by the host's, as a
+		// WSL host itself would.
+	default:
+		a.log.Warnf("replace %s in the image (mode %o) with a mount point", s.Target, st.Mode)
+		if err := unix.Unlinkat(int(dir.Fd()), base, 0); err != nil {
+			return "remove existing", err
+		}
+		if err := unix.Mkdirat(int(dir.Fd()), base, 0o755); err != nil {
+			return "mkdir", err
+		}
+	}
+	target, err := openNoFollow(dir, base, unix.O_DIRECTORY)
+	if err != nil {
+		return "open mount point", err
+	}
+	defer target.Close()
+	return a.mountOnto(s.Source, target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+}
+
+func openNoFollow(dir *os.File, base string, flags int) (*os.File, error) {
+	fd, err := unix.Openat(int(dir.Fd()), base, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC|flags, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), base), nil
+}
+
+// mountOnto clones the host path source into a detached mount, sets its
+// attributes while nobody can see it, and attaches it onto the O_PATH handle
+// target: the mount never exists writable and never lands anywhere but the
+// directory the handle names, even if the image swaps symlinks meanwhile.
+func (a *applier) mountOnto(source string, target *os.File, attrs uint64) (string, error) {
+	tree, err := unix.OpenTree(unix.AT_FDCWD, source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return "open_tree " + source, err
+	}
+	defer unix.Close(tree)
+	if attrs != 0 {
+		attr := &unix.MountAttr{Attr_set: attrs}
+		if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, attr); err != nil {
+			return "mount_setattr", err
+		}
+	}
+	if err := unix.MoveMount(tree, "", int(target.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return "move_mount", err
+	}
+	// The attached mount is the tree handle itself: detaching it through
+	// that handle undoes exactly this mount and nothing the image placed.
+	undoFD, err := unix.Dup(tree)
+	if err != nil {
+		return "dup", err
+	}
+	a.undo = append(a.undo, func() error {
+		defer unix.Close(undoFD)
+		p := "/proc/thread-self/fd/" + strconv.Itoa(undoFD)
+		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil {
+			return fmt.Errorf("unmount %s: %w", source, err)
+		}
+		return nil
+	})
+	return "", nil
+}
+
+// onUndo removes base from dir when the apply fails later.
+func (a *applier) onUndo(dir *os.File, base string, flags int) {
+	fd, err := unix.Dup(int(dir.Fd()))
+	if err != nil {
+		return
+	}
+	a.undo = append(a.undo, func() error {
+		defer unix.Close(fd)
+		return unix.Unlinkat(fd, base, flags)
+	})
+}
+
+// writeFile replaces target with what content returns for its current
+// content (nil when absent), atomically through a temporary file in the same
+// directory, so the image never sees a half-written loader cache. A symlink
+// at target is replaced, never followed.
+func (a *applier) writeFile(target string, content func(old []byte) ([]byte, error)) (string, error) {
+	dir, base, err := a.parent(target)
+	if err != nil {
+		return "mkdir parent", err
+	}
+	defer dir.Close()
+	dfd := int(dir.Fd())
+
+	old, existed, err := readRegular(dfd, base)
+	if err != nil {
+		return "read existing", err
+	}
+	data, err := content(old)
+	if err != nil {
+		return "build content", err
+	}
+	tmp := "." + base + ".wsl-gpu-hook." + strconv.Itoa(os.Getpid())
+	fd, err := unix.Openat(dfd, tmp, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return "create", err
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		// umask may have cleared bits; readers in the container need 0644.
+		werr = unix.Fchmodat(dfd, tmp, 0o644, 0)
+	}
+	if werr == nil {
+		werr = unix.Renameat(dfd, tmp, dfd, base)
+	}
+	if werr != nil {
+		unix.Unlinkat(dfd, tmp, 0)
+		return "write", werr
+	}
+	undoDir, err := unix.Dup(dfd)
+	if err != nil {
+		return "dup", err
+	}
+	a.undo = append(a.undo, func() error {
+		defer unix.Close(undoDir)
+		if !existed {
+			return unix.Unlinkat(undoDir, base, 0)
+		}
+		fd, err := unix.Openat(undoDir, base, unix.O_WRONLY|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		f := os.NewFile(uintptr(fd), base)
+		defer f.Close()
+		_, err = f.Write(old)
+		return err
+	})
+	return "", nil
+}
+
+// readRegular returns the content of base in dfd when it is a regular file.
+func readRegular(dfd int, base string) ([]byte, bool, error) {
+	fd, err := unix.Openat(dfd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ELOOP):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, err
+	}
+	f := os.NewFile(uintptr(fd), base)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, false, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, false, fmt.Errorf("%s is not a regular file in the image", base)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxCacheSize+1))
+	if err != nil {
+		return nil, false, err
+	}
+	if len(data) > maxCacheSize {
+		return nil, false, fmt.Errorf("%s is larger than %d bytes", base, maxCacheSize)
+	}
+	return data, true, nil
+}
+
+func (a *applier) symlink(s Step) (string, error) {
+	dir, base, err := a.parent(s.Target)
+	if err != nil {
+		return "mkdir parent", err
+	}
+	defer dir.Close()
+	if _, err := lstatAt(dir, base); err == nil {
+		a.log.Infof("keep %s: the image has its own", s.Target)
+		return "", nil
+	} else if !errors.Is(err, unix.ENOENT) {
+		return "stat", err
+	}
+	if err := unix.Symlinkat(s.Source, int(dir.Fd()), base); err != nil {
+		return "symlink", err
+	}
+	a.onUndo(dir, base, 0)
+	return "", nil
+}

@@ -1,0 +1,456 @@
+package mounts
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
+)
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: Apply makes device nodes and mounts")
+	}
+}
+
+// inPrivateMountNS runs fn on a thread in a new private mount namespace, so
+// nothing a test mounts can reach the host; the thread is discarded after.
+func inPrivateMountNS(t *testing.T, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
+			t.Errorf("unshare: %v", err)
+			return
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			t.Errorf("make / private: %v", err)
+			return
+		}
+		fn()
+	}()
+	<-done
+}
+
+// makeTree builds a tree from lines such as "dir usr/lib",
+// "file etc/ld.so.cache CONTENT", "symlink usr/lib/wsl /etc",
+// "char dev/dxg 1 1".
+func makeTree(t *testing.T, root string, lines ...string) {
+	t.Helper()
+	for _, l := range lines {
+		f := strings.Fields(l)
+		p := filepath.Join(root, f[1])
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		switch f[0] {
+		case "dir":
+			err = os.MkdirAll(p, 0o755)
+		case "file":
+			err = os.WriteFile(p, []byte(strings.Join(f[2:], " ")), 0o644)
+		case "exe":
+			err = os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755)
+		case "symlink":
+			err = os.Symlink(f[2], p)
+		case "cache":
+			err = os.WriteFile(p, ldcache.Encode([]ldcache.Entry{{Key: "libold.so.1", Path: "/lib/libold.so.1", Flags: ldcache.FlagX8664Libc6}}), 0o644)
+		case "char":
+			err = unix.Mknod(p, unix.S_IFCHR|0o600, int(unix.Mkdev(atoi(f[2]), atoi(f[3]))))
+		default:
+			t.Fatalf("bad tree line %q", l)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func atoi(s string) uint32 {
+	var n uint32
+	for _, c := range s {
+		n = n*10 + uint32(c-'0')
+	}
+	return n
+}
+
+// hostState is what must not change on the host: its mounts and the
+// content of a directory tree.
+func snapshot(t *testing.T, dir string) string {
+	t.Helper()
+	// PID 1's view is the host's: a test goroutine that unshared may have
+	// run on the main thread, which /proc/self follows.
+	mi, err := os.ReadFile("/proc/1/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.Write(mi)
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return nil
+		}
+		b.WriteString(p + " " + fi.Mode().String() + "\n")
+		if fi.Mode().IsRegular() {
+			data, _ := os.ReadFile(p)
+			b.Write(data)
+		}
+		return nil
+	})
+	return b.String()
+}
+
+type fixture struct {
+	host    string // a fake WSL host: dev node, lib dir, drivers
+	rootfs  string
+	outside string // a host directory hostile images aim at
+	in      Inputs
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	base := t.TempDir()
+	fx := &fixture{
+		host:    filepath.Join(base, "host"),
+		rootfs:  filepath.Join(base, "bundle", "rootfs"),
+		outside: filepath.Join(base, "outside"),
+	}
+	makeTree(t, fx.host,
+		"char dev/dxg 10 229",
+		"exe usr/lib/wsl/lib/libcuda.so.1",
+		"exe usr/lib/wsl/lib/nvidia-smi",
+		"exe usr/lib/wsl/drivers/nv_dispi.inf_amd64_1/libcuda.so.1.1",
+		"exe usr/lib/wsl/drivers/iigd_dch.inf_amd64_2/igd.dll",
+	)
+	makeTree(t, fx.outside, "file secret host-data")
+	if err := os.MkdirAll(fx.rootfs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fx.in = Inputs{
+		Device:     HostDevice{Path: filepath.Join(fx.host, "dev/dxg"), Major: 10, Minor: 229},
+		LibDir:     filepath.Join(fx.host, "usr/lib/wsl/lib"),
+		DriversDir: filepath.Join(fx.host, "usr/lib/wsl/drivers"),
+		Folders:    []string{"nv_dispi.inf_amd64_1"},
+		NvidiaSmi:  "/usr/lib/wsl/lib/nvidia-smi",
+		Ldcache:    []ldcache.Entry{{Key: "libcuda.so.1", Path: "/usr/lib/wsl/lib/libcuda.so.1", Flags: 0x0303}},
+	}
+	return fx
+}
+
+func quietLog() *logrus.Logger {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return l
+}
+
+// mountedAt reports the options of the mount at p in this thread's namespace.
+func mountedAt(p string) (string, bool) {
+	mi, err := os.ReadFile("/proc/thread-self/mountinfo")
+	if err != nil {
+		return "", false
+	}
+	for _, l := range strings.Split(string(mi), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 5 && f[4] == p {
+			return f[5], true
+		}
+	}
+	return "", false
+}
+
+func TestApply(t *testing.T) {
+	requireRoot(t)
+	tests := []struct {
+		name    string
+		image   []string // the rootfs, as tree lines; OUT is the hostile target
+		check   func(t *testing.T, fx *fixture)
+		wantErr string // Apply fails with an error containing this
+	}{
+		{
+			name:    "dangling /etc link to a host path fails cleanly",
+			image:   []string{"file lib64/ld-linux-x86-64.so.2 ELF", "symlink etc OUT"},
+			wantErr: "file /etc/ld.so.conf.d/wsl-gpu-hook.conf: mkdir parent: ",
+			check: func(t *testing.T, fx *fixture) {
+				if _, ok := mountedAt(filepath.Join(fx.rootfs, "usr/lib/wsl/lib")); ok {
+					t.Error("a mount survived the failed Apply")
+				}
+			},
+		},
+		{
+			name:  "no /etc at all",
+			image: []string{"file lib64/ld-linux-x86-64.so.2 ELF"},
+			check: func(t *testing.T, fx *fixture) {
+				assertFile(t, filepath.Join(fx.rootfs, LdconfFile), "/usr/lib/wsl/lib\n")
+				assertLdcache(t, filepath.Join(fx.rootfs, LdcacheFile), "libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1")
+			},
+		},
+		{
+			name:  "unreadable image cache is replaced",
+			image: []string{"file lib64/ld-linux-x86-64.so.2 ELF", "file etc/ld.so.cache garbage"},
+			check: func(t *testing.T, fx *fixture) {
+				assertLdcache(t, filepath.Join(fx.rootfs, LdcacheFile), "libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1")
+			},
+		},
+		{
+			name:  "image cache entries are kept",
+			image: []string{"file lib64/ld-linux-x86-64.so.2 ELF", "cache etc/ld.so.cache"},
+			check: func(t *testing.T, fx *fixture) {
+				assertLdcache(t, filepath.Join(fx.rootfs, LdcacheFile), "libold.so.1", "/lib/libold.so.1")
+				assertLdcache(t, filepath.Join(fx.rootfs, LdcacheFile), "libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1")
+			},
+		},
+		{
+			name:  "glibc image",
+			image: []string{"dir dev", "file lib64/ld-linux-x86-64.so.2 ELF", "dir etc", "dir usr/bin"},
+			check: func(t *testing.T, fx *fixture) {
+				assertDevice(t, filepath.Join(fx.rootfs, "dev/dxg"))
+				assertReadOnlyMount(t, filepath.Join(fx.rootfs, "usr/lib/wsl/lib"), "libcuda.so.1")
+				assertReadOnlyMount(t, filepath.Join(fx.rootfs, "usr/lib/wsl/drivers/nv_dispi.inf_amd64_1"), "libcuda.so.1.1")
+				if _, err := os.Stat(filepath.Join(fx.rootfs, "usr/lib/wsl/drivers/iigd_dch.inf_amd64_2")); err == nil {
+					t.Error("an unselected driver folder is visible")
+				}
+				assertFile(t, filepath.Join(fx.rootfs, LdconfFile), "/usr/lib/wsl/lib\n")
+				assertLdcache(t, filepath.Join(fx.rootfs, LdcacheFile), "libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1")
+				if l, _ := os.Readlink(filepath.Join(fx.rootfs, NvidiaSmiLink)); l != "/usr/lib/wsl/lib/nvidia-smi" {
+					t.Errorf("nvidia-smi link = %q", l)
+				}
+			},
+		},
+		{
+			name:  "static image without glibc gets device and mounts only",
+			image: []string{"dir dev", "exe bin/busybox"},
+			check: func(t *testing.T, fx *fixture) {
+				assertDevice(t, filepath.Join(fx.rootfs, "dev/dxg"))
+				assertReadOnlyMount(t, filepath.Join(fx.rootfs, "usr/lib/wsl/lib"), "libcuda.so.1")
+				for _, p := range []string{LdconfFile, LdcacheFile} {
+					if _, err := os.Lstat(filepath.Join(fx.rootfs, p)); err == nil {
+						t.Errorf("%s written into an image without glibc", p)
+					}
+				}
+			},
+		},
+		{
+			name: "symlinks to host paths stay inside the rootfs",
+			image: []string{
+				"file lib64/ld-linux-x86-64.so.2 ELF",
+				"symlink usr/lib/wsl OUT",
+				"symlink etc OUT",
+				"dir OUT", // the image's own folder of that name
+				"symlink dev/dxg OUT/secret",
+				"symlink usr/bin/nvidia-smi OUT/secret",
+			},
+			check: func(t *testing.T, fx *fixture) {
+				assertDevice(t, filepath.Join(fx.rootfs, "dev/dxg"))
+				// The WSL folders are the hook's: the link is replaced.
+				assertReadOnlyMount(t, filepath.Join(fx.rootfs, "usr/lib/wsl/lib"), "libcuda.so.1")
+				// The image's /etc link is followed as the container
+				// would: under the rootfs.
+				assertFile(t, filepath.Join(fx.rootfs, fx.outside, "ld.so.conf.d/wsl-gpu-hook.conf"), "/usr/lib/wsl/lib\n")
+			},
+		},
+		{
+			name: "relative symlinks climbing out stay inside the rootfs",
+			image: []string{
+				"file lib64/ld-linux-x86-64.so.2 ELF",
+				"symlink usr ../../../../../../..",
+				"symlink etc/ld.so.cache ../../../../../../../OUT/secret",
+			},
+			check: func(t *testing.T, fx *fixture) {
+				assertReadOnlyMount(t, filepath.Join(fx.rootfs, "lib/wsl/lib"), "libcuda.so.1")
+				assertLdcache(t, filepath.Join(fx.rootfs, LdcacheFile), "libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1")
+			},
+		},
+		{
+			name: "existing targets of the wrong kind are replaced",
+			image: []string{
+				"file lib64/ld-linux-x86-64.so.2 ELF",
+				"char dev/dxg 1 1", // /dev/mem's numbers
+				"file usr/lib/wsl/lib not-a-dir",
+				"symlink usr/lib/wsl/drivers/nv_dispi.inf_amd64_1 /",
+				"file etc/ld.so.conf.d/wsl-gpu-hook.conf /evil",
+			},
+			check: func(t *testing.T, fx *fixture) {
+				assertDevice(t, filepath.Join(fx.rootfs, "dev/dxg"))
+				assertReadOnlyMount(t, filepath.Join(fx.rootfs, "usr/lib/wsl/lib"), "libcuda.so.1")
+				assertReadOnlyMount(t, filepath.Join(fx.rootfs, "usr/lib/wsl/drivers/nv_dispi.inf_amd64_1"), "libcuda.so.1.1")
+				assertFile(t, filepath.Join(fx.rootfs, LdconfFile), "/usr/lib/wsl/lib\n")
+			},
+		},
+		{
+			name:  "an image's own nvidia-smi is kept",
+			image: []string{"exe usr/bin/nvidia-smi"},
+			check: func(t *testing.T, fx *fixture) {
+				if fi, err := os.Lstat(filepath.Join(fx.rootfs, NvidiaSmiLink)); err != nil || !fi.Mode().IsRegular() {
+					t.Errorf("image nvidia-smi replaced: %v %v", fi, err)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fx := newFixture(t)
+			var image []string
+			for _, l := range tt.image {
+				image = append(image, strings.ReplaceAll(l, "OUT", fx.outside))
+			}
+			makeTree(t, fx.rootfs, image...)
+			before := snapshot(t, fx.outside)
+			hostBefore := snapshot(t, fx.host)
+			inPrivateMountNS(t, func() {
+				err := Apply(fx.rootfs, Plan(fx.in), quietLog())
+				switch {
+				case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+					t.Errorf("Apply error = %v, want one containing %q", err, tt.wantErr)
+				case tt.wantErr == "" && err != nil:
+					t.Errorf("Apply: %v", err)
+					return
+				}
+				tt.check(t, fx)
+			})
+			if after := snapshot(t, fx.outside); after != before {
+				t.Errorf("the host changed outside the rootfs:\nbefore %s\nafter  %s", before, after)
+			}
+			if after := snapshot(t, fx.host); after != hostBefore {
+				t.Errorf("the simulated host tree changed")
+			}
+		})
+	}
+}
+
+// A step failing half-way leaves no mount and no file behind.
+func TestApplyUndoesOnFailure(t *testing.T) {
+	requireRoot(t)
+	fx := newFixture(t)
+	makeTree(t, fx.rootfs, "file lib64/ld-linux-x86-64.so.2 ELF", "cache etc/ld.so.cache", "dir dev")
+	old, err := os.ReadFile(filepath.Join(fx.rootfs, LdcacheFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := fx.in
+	in.NvidiaSmi = ""
+	steps := Plan(in)
+	// The last step binds a folder that vanished (a driver update).
+	steps = append(steps, Step{Kind: Bind, Source: filepath.Join(fx.host, "usr/lib/wsl/drivers/gone"), Target: "/usr/lib/wsl/drivers/gone"})
+	inPrivateMountNS(t, func() {
+		err := Apply(fx.rootfs, steps, quietLog())
+		var merr *Error
+		if !errors.As(err, &merr) || !errors.Is(err, unix.ENOENT) || merr.Step.Target != "/usr/lib/wsl/drivers/gone" {
+			t.Errorf("Apply error = %v, want a bind error for the missing folder", err)
+			return
+		}
+		for _, p := range []string{"usr/lib/wsl/lib", "usr/lib/wsl/drivers/nv_dispi.inf_amd64_1"} {
+			if _, ok := mountedAt(filepath.Join(fx.rootfs, p)); ok {
+				t.Errorf("%s still mounted after a failed Apply", p)
+			}
+		}
+		if _, err := os.Lstat(filepath.Join(fx.rootfs, "dev/dxg")); err == nil {
+			t.Error("/dev/dxg left behind after a failed Apply")
+		}
+		if _, err := os.Lstat(filepath.Join(fx.rootfs, LdconfFile)); err == nil {
+			t.Error("ld.so.conf.d entry left behind after a failed Apply")
+		}
+		assertFile(t, filepath.Join(fx.rootfs, LdcacheFile), string(old))
+	})
+}
+
+func assertDevice(t *testing.T, p string) {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		t.Errorf("device: %v", err)
+		return
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != unix.Mkdev(10, 229) || st.Mode&0o777 != 0o666 {
+		t.Errorf("%s: mode %o rdev %d:%d, want char 10:229 0666", p, st.Mode, unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	}
+}
+
+func assertReadOnlyMount(t *testing.T, dir, file string) {
+	t.Helper()
+	opts, ok := mountedAt(dir)
+	if !ok {
+		t.Errorf("%s is not a mount point", dir)
+		return
+	}
+	for _, o := range []string{"ro", "nosuid", "nodev"} {
+		if !strings.Contains(","+opts+",", ","+o+",") {
+			t.Errorf("%s mounted %s, want %s", dir, opts, o)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, file)); err != nil {
+		t.Errorf("host file not visible: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "probe"), nil, 0o644); !errors.Is(err, unix.EROFS) {
+		t.Errorf("write into %s: %v, want EROFS", dir, err)
+	}
+}
+
+func assertFile(t *testing.T, p, want string) {
+	t.Helper()
+	got, err := os.ReadFile(p)
+	if err != nil || string(got) != want {
+		t.Errorf("%s = %q, %v; want %q", p, got, err, want)
+	}
+}
+
+func assertLdcache(t *testing.T, p, key, path string) {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Errorf("read cache: %v", err)
+		return
+	}
+	entries, err := ldcache.Parse(data)
+	if err != nil {
+		t.Errorf("parse written cache: %v", err)
+		return
+	}
+	for _, e := range entries {
+		if e.Key == key && e.Path == path {
+			return
+		}
+	}
+	t.Errorf("cache %s has no %s => %s: %v", p, key, path, entries)
+}
+
+func TestPlan(t *testing.T) {
+	in := Inputs{
+		Device:     HostDevice{Path: "/dev/dxg", Major: 10, Minor: 53},
+		LibDir:     "/usr/lib/wsl/lib",
+		DriversDir: "/usr/lib/wsl/drivers",
+		Folders:    []string{"nvltwi.inf_amd64_7b2a5c1c4e6f8d90", "iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea"},
+		NvidiaSmi:  "/usr/lib/wsl/lib/nvidia-smi",
+		Ldcache:    []ldcache.Entry{{Key: "libcuda.so.1", Path: "/usr/lib/wsl/lib/libcuda.so.1"}, {Key: "libdxcore.so", Path: "/usr/lib/wsl/lib/libdxcore.so"}},
+	}
+	var got bytes.Buffer
+	for _, s := range Plan(in) {
+		got.WriteString(s.String() + "\n")
+	}
+	want := `device /dev/dxg c 10:53 0666
+bind /usr/lib/wsl/lib -> /usr/lib/wsl/lib (ro,nosuid,nodev)
+bind /usr/lib/wsl/drivers/nvltwi.inf_amd64_7b2a5c1c4e6f8d90 -> /usr/lib/wsl/drivers/nvltwi.inf_amd64_7b2a5c1c4e6f8d90 (ro,nosuid,nodev)
+bind /usr/lib/wsl/drivers/iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea -> /usr/lib/wsl/drivers/iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea (ro,nosuid,nodev)
+file /etc/ld.so.conf.d/wsl-gpu-hook.conf (17 bytes)
+ldcache /etc/ld.so.cache += [libcuda.so.1 libdxcore.so]
+symlink /usr/bin/nvidia-smi -> /usr/lib/wsl/lib/nvidia-smi (if absent)
+`
+	if got.String() != want {
+		t.Fatalf("plan:\n%s\nwant:\n%s", got.String(), want)
+	}
+	in.Ldcache, in.NvidiaSmi, in.Folders = nil, "", nil
+	if n := len(Plan(in)); n != 3 {
+		t.Fatalf("minimal plan has %d steps, want device, lib dir, conf", n)
+	}
+}

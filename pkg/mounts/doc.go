@@ -1,0 +1,25 @@
+// Package mounts turns a GPU selection into the changes a container needs and
+// carries them out inside the container's root filesystem.
+//
+// Plan is pure data: from the host device, the lib dir, the selected driver
+// store folders and the loader-cache entries it computes a list of Steps
+// (one device node, read-only bind mounts, files, a symlink) that can be
+// printed, diffed and golden-tested. Apply performs a plan, and is the only
+// part that touches the system.
+//
+// Every path inside the rootfs is hostile: the image may hold symlinks
+// anywhere, and may swap them while the hook runs. Apply therefore resolves
+// every container path through a handle opened confined to the rootfs
+// (openat2 RESOLVE_IN_ROOT, through filepath-securejoin's pathrs-lite), works
+// on file descriptors from then on (mknodat, symlinkat, renameat, move_mount
+// onto an O_PATH handle), and never follows a link out of the rootfs, so no
+// image can make it create, change or mount anything on the host.
+//
+// Targets that already exist are handled deliberately (the "file exists"
+// failures NVIDIA's users hit): a mount point that is a file or a symlink is
+// replaced by a directory; a /dev/dxg of the wrong kind is replaced by the
+// right node; an image's own /usr/bin/nvidia-smi is left alone.
+//
+// A failing Apply undoes what it did before returning: mounts are detached
+// and files it wrote are restored, so a container never half-works.
+package mounts
