@@ -1,0 +1,49 @@
+# wsl-gpu-hook: see README.md. Targets that run containers need root.
+GO      ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+BIN     := bin
+LDFLAGS := -s -w -X main.version=$(VERSION)
+export PATH := /usr/local/go/bin:$(PATH)
+
+.PHONY: all build tools setup demo test unit e2e lint bench fuzz clean
+
+all: build
+
+## build: the static hook binary (no cgo), bin/wsl-gpu-hook
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-hook ./cmd/wsl-gpu-hook
+
+## tools: the test-only simulator and fixture generator (never shipped)
+tools:
+	$(GO) build -o $(BIN)/dxgsim ./test/dxgsim
+	$(GO) build -o $(BIN)/wslfixture ./test/fixture/cmd/wslfixture
+
+setup:
+	./hack/setup.sh
+
+## demo: a container on the simulated NVIDIA laptop host, through runc + the hook
+demo: setup build tools
+	./hack/demo.sh
+
+## test: everything CI runs: lint, unit, integration and end-to-end tests
+test: setup lint
+	$(GO) test -count=1 -timeout 40m ./...
+
+unit:
+	$(GO) test -count=1 -short ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+	$(GO) vet ./...
+
+## bench: benchmarks of the hook's phases and a whole hook run
+bench: setup
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./pkg/... ./cmd/... ./test/e2e/...
+
+## fuzz: each fuzz target for FUZZTIME (default 60s)
+FUZZTIME ?= 60s
+fuzz:
+	./hack/fuzz.sh $(FUZZTIME)
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devcgroup"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/nsenter"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
+)
+
+// OCI hook stages the hook serves.
+const (
+	// stagePrestart and stageCreateRuntime run in the runtime's namespaces:
+	// the hook enters the container's mount namespace itself.
+	stagePrestart      = "prestart"
+	stageCreateRuntime = "createRuntime"
+	// stageCreateContainer runs already inside the container's mount
+	// namespace; device rules are then the runtime's job (CDI, wrapper).
+	stageCreateContainer = "createContainer"
+)
+
+// hookInput is everything the hook reads before it decides.
+type hookInput struct {
+	state  string // bundle
+	pid    int
+	rootfs string
+	spec   *oci.Spec
+	req    request.Request
+}
+
+func runHook(_ context.Context, stage string, cfg config.Config, stdin io.Reader) error {
+	logger, closeLog := newLogger(cfg)
+	defer closeLog()
+	log := logger.WithField("stage", stage)
+	if err := hook(stage, cfg, stdin, log); err != nil {
+		log.Errorf("%v", err)
+		return fmt.Errorf("%s: %w", stage, err)
+	}
+	return nil
+}
+
+func hook(stage string, cfg config.Config, stdin io.Reader, log *logrus.Entry) error {
+	in, err := readInput(cfg, stdin)
+	if err != nil {
+		return err
+	}
+	entry := log.WithFields(logrus.Fields{"bundle": in.state, "pid": in.pid})
+	if in.req.None() {
+		entry.Debugf("no GPU requested (%s): nothing to do", orUnset(in.req.Source))
+		return nil
+	}
+	plan, dev, err := planFor(cfg, in, entry)
+	if err != nil {
+		return err
+	}
+	for _, s := range plan {
+		entry.Infof("plan: %s", s)
+	}
+
+	if stage != stageCreateContainer {
+		if in.pid <= 0 {
+			return fmt.Errorf("container state has no pid: run the hook as a prestart or createRuntime hook")
+		}
+		if err := devcgroup.Allow(in.pid, in.spec.DeviceRules(), dev); err != nil {
+			return err
+		}
+		return nsenter.InMountNS(in.pid, func() error { return applyPlan(in.rootfs, plan, entry) })
+	}
+	return applyPlan(in.rootfs, plan, entry)
+}
+
+func applyPlan(rootfs string, plan []mounts.Step, log *logrus.Entry) error {
+	err := mounts.Apply(rootfs, plan, log)
+	var ro *mounts.Error
+	switch {
+	case err == nil:
+		log.Infof("GPU ready in %s", rootfs)
+		return nil
+	case errors.As(err, &ro) && errors.Is(err, unix.EROFS):
+		return fmt.Errorf("%w: the container's root filesystem is read-only before the hook ran: let the runtime make it read-only (config.json root.readonly), not the storage", err)
+	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
+		return fmt.Errorf("%w: the container's root filesystem is full: free space in the image's storage", err)
+	}
+	return err
+}
+
+func readInput(cfg config.Config, stdin io.Reader) (*hookInput, error) {
+	st, err := oci.ReadState(stdin)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := oci.LoadSpec(st.Bundle)
+	if err != nil {
+		return nil, err
+	}
+	rootfs, err := spec.RootPath(st.Bundle)
+	if err != nil {
+		return nil, err
+	}
+	req, err := request.FromSpec(spec, cfg.RequestEnv, cfg.RequestAnnotation)
+	if err != nil {
+		return nil, fmt.Errorf("%w: fix the container's GPU request", err)
+	}
+	return &hookInput{state: st.Bundle, pid: st.Pid, rootfs: rootfs, spec: spec, req: req}, nil
+}
+
+// planFor enumerates the host, applies the request and computes the plan.
+func planFor(cfg config.Config, in *hookInput, log *logrus.Entry) ([]mounts.Step, devcgroup.Device, error) {
+	var dev devcgroup.Device
+	hostDev, err := statDevice(cfg.DxgDevice)
+	if err != nil {
+		return nil, dev, err
+	}
+	dev = devcgroup.Device{Type: 'c', Major: int64(hostDev.Major), Minor: int64(hostDev.Minor)}
+
+	enum, err := dxcore.Enumerate(cfg.DxgDevice)
+	if err != nil {
+		return nil, dev, err
+	}
+	for _, s := range enum.Skipped {
+		log.Warnf("skipped %v", s)
+	}
+	inv, err := driverstore.Build(enum.Adapters, driverstore.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir})
+	if err != nil {
+		return nil, dev, err
+	}
+	selected, err := request.Select(in.req, inv.Adapters, target)
+	if err != nil {
+		return nil, dev, err
+	}
+	log.Infof("request %s selects %d of %d adapters", in.req.Source, len(selected), len(inv.Adapters))
+
+	var folders []string
+	seen := map[string]bool{}
+	nvidia := false
+	for _, a := range selected {
+		if a.Err != nil {
+			// The device and lib dir still serve the others; a request
+			// for this adapter alone gets no driver files, so say why.
+			if !in.req.All && len(selected) == 1 {
+				return nil, dev, a.Err
+			}
+			log.Warnf("%v", a.Err)
+			continue
+		}
+		if !seen[a.Folder] {
+			seen[a.Folder] = true
+			folders = append(folders, a.Folder)
+		}
+		nvidia = nvidia || a.Vendor == driverstore.NVIDIA
+	}
+
+	pin := mounts.Inputs{
+		Device:     hostDev,
+		LibDir:     cfg.LibDir,
+		DriversDir: cfg.DriversDir,
+		Folders:    folders,
+	}
+	if nvidia {
+		pin.NvidiaSmi = nvidiaSmi(cfg, folders)
+	}
+	if pin.Ldcache, err = ldcacheEntries(cfg); err != nil {
+		return nil, dev, err
+	}
+	return mounts.Plan(pin), dev, nil
+}
+
+func target(a driverstore.Adapter) request.Target {
+	return request.Target{Index: a.Index, LUID: a.LUID, Vendor: string(a.Vendor)}
+}
+
+// nvidiaSmi finds the nvidia-smi a container should get, as a container path:
+// WSL puts it in the lib dir; older drivers only in the driver store.
+func nvidiaSmi(cfg config.Config, folders []string) string {
+	if isExecutable(filepath.Join(cfg.LibDir, "nvidia-smi")) {
+		return path.Join(mounts.ContainerLibDir, "nvidia-smi")
+	}
+	for _, f := range folders {
+		if isExecutable(filepath.Join(cfg.DriversDir, f, "nvidia-smi")) {
+			return path.Join(mounts.ContainerDriversDir, f, "nvidia-smi")
+		}
+	}
+	return ""
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// statDevice checks the host's GPU device before anything else happens.
+func statDevice(p string) (mounts.HostDevice, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return mounts.HostDevice{}, fmt.Errorf("%s does not exist: not a WSL2 VM with GPU paravirtualization: run this inside WSL2 with a current Windows GPU driver, or set dxg_device in the config", p)
+		}
+		return mounts.HostDevice{}, fmt.Errorf("stat %s: %w", p, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return mounts.HostDevice{}, fmt.Errorf("%s is not a character device: point dxg_device in the config at WSL's GPU device", p)
+	}
+	return mounts.HostDevice{Path: p, Major: unix.Major(st.Rdev), Minor: unix.Minor(st.Rdev)}, nil
+}
+
+func orUnset(s string) string {
+	if s == "" {
+		return "no request variable set"
+	}
+	return s
+}
+
+// newLogger opens the configured log file. A log that cannot be opened must
+// not cost the user their GPU, so it falls back to discarding.
+func newLogger(cfg config.Config) (*logrus.Logger, func()) {
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	log.SetFormatter(&logrus.TextFormatter{DisableColors: true, FullTimestamp: true})
+	if lvl, err := logrus.ParseLevel(strings.ToLower(cfg.LogLevel)); err == nil {
+		log.SetLevel(lvl)
+	}
+	if cfg.LogFile == "" {
+		return log, func() {}
+	}
+	// O_APPEND makes each entry (one write) land whole even when many hooks
+	// log at once.
+	f, err := os.OpenFile(cfg.LogFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE|unix.O_CLOEXEC, 0o640)
+	if err != nil {
+		return log, func() {}
+	}
+	log.SetOutput(f)
+	return log, func() { f.Close() }
+}

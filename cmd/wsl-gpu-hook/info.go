@@ -1,0 +1,149 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+)
+
+// infoAdapter is one row of `info --json`; field names are a stable interface.
+type infoAdapter struct {
+	Index       int      `json:"index"`
+	Vendor      string   `json:"vendor"`
+	VendorID    string   `json:"vendorId"`
+	DeviceID    string   `json:"deviceId"`
+	SubSystemID string   `json:"subsystemId"`
+	Revision    string   `json:"revision"`
+	LUID        string   `json:"luid"`
+	WDDM        string   `json:"wddm"`
+	Flags       []string `json:"flags"`
+	Description string   `json:"description,omitempty"`
+	DriverStore string   `json:"driverStorePath"`
+	Folder      string   `json:"folder,omitempty"`
+	FolderPath  string   `json:"folderPath,omitempty"`
+	Libraries   []string `json:"libraries,omitempty"`
+	Error       string   `json:"error,omitempty"`
+}
+
+type infoReport struct {
+	Device    string        `json:"device"`
+	Ioctl     string        `json:"ioctl"`
+	Adapters  []infoAdapter `json:"adapters"`
+	Skipped   []string      `json:"skipped,omitempty"`
+	LibDir    string        `json:"libDir"`
+	Libraries []string      `json:"libraries"`
+}
+
+func runInfo(cfg config.Config, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("info", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return usageError{"info: " + err.Error()}
+	}
+	rep, err := gatherInfo(cfg)
+	if err != nil {
+		return fmt.Errorf("info: %w", err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printInfo(stdout, rep)
+	return nil
+}
+
+func gatherInfo(cfg config.Config) (*infoReport, error) {
+	enum, err := dxcore.Enumerate(cfg.DxgDevice)
+	if err != nil {
+		return nil, err
+	}
+	inv, err := driverstore.Build(enum.Adapters, driverstore.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir, ListFiles: true})
+	if err != nil {
+		return nil, err
+	}
+	rep := &infoReport{Device: cfg.DxgDevice, Ioctl: enum.Ioctl, LibDir: inv.LibDir, Libraries: fileNames(inv.LibFiles)}
+	if rep.Libraries == nil {
+		rep.Libraries = []string{}
+	}
+	for _, s := range enum.Skipped {
+		rep.Skipped = append(rep.Skipped, s.Error())
+	}
+	folders := map[string]driverstore.Folder{}
+	for _, f := range inv.Folders {
+		folders[f.Name] = f
+	}
+	for _, a := range inv.Adapters {
+		row := infoAdapter{
+			Index:       a.Index,
+			Vendor:      string(a.Vendor),
+			VendorID:    fmt.Sprintf("0x%04x", a.PCI.Vendor),
+			DeviceID:    fmt.Sprintf("0x%04x", a.PCI.Device),
+			SubSystemID: fmt.Sprintf("0x%04x%04x", a.PCI.SubSystem, a.PCI.SubVendor),
+			Revision:    fmt.Sprintf("0x%02x", a.PCI.Revision),
+			LUID:        a.LUID.String(),
+			WDDM:        fmt.Sprintf("%d.%d", a.WDDMVersion/1000, a.WDDMVersion%1000/100),
+			Flags:       strings.Split(a.Type.String(), ","),
+			Description: a.Description,
+			DriverStore: a.DriverStorePath,
+			Folder:      a.Folder,
+		}
+		if a.Err != nil {
+			row.Error = a.Err.Error()
+		}
+		if f, ok := folders[a.Folder]; ok {
+			row.FolderPath = f.HostPath
+			row.Libraries = fileNames(f.Files)
+		}
+		rep.Adapters = append(rep.Adapters, row)
+	}
+	return rep, nil
+}
+
+func fileNames(files []driverstore.File) []string {
+	var n []string
+	for _, f := range files {
+		n = append(n, f.Name)
+	}
+	return n
+}
+
+func printInfo(w io.Writer, rep *infoReport) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "INDEX\tVENDOR\tPCI ID\tLUID\tWDDM\tFLAGS\tDRIVER FOLDER\tKEY FILES")
+	for _, a := range rep.Adapters {
+		folder := a.Folder
+		if a.Error != "" {
+			folder = "MISSING"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s:%s\t%s\t%s\t%s\t%s\t%s\n",
+			a.Index, a.Vendor, strings.TrimPrefix(a.VendorID, "0x"), strings.TrimPrefix(a.DeviceID, "0x"),
+			a.LUID, a.WDDM, strings.Join(a.Flags, ","), orDash(folder), orDash(strings.Join(a.Libraries, " ")))
+	}
+	tw.Flush()
+	for _, a := range rep.Adapters {
+		if a.Error != "" {
+			fmt.Fprintf(w, "warning: %s\n", a.Error)
+		}
+	}
+	for _, s := range rep.Skipped {
+		fmt.Fprintf(w, "warning: skipped %s\n", s)
+	}
+	fmt.Fprintf(w, "lib dir %s: %s\n", rep.LibDir, orDash(strings.Join(rep.Libraries, " ")))
+	fmt.Fprintf(w, "device %s, enumerated with %s\n", rep.Device, rep.Ioctl)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
