@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/sirupsen/logrus"
@@ -64,6 +65,11 @@ func hook(stage string, cfg config.Config, stdin io.Reader, log *logrus.Entry) e
 		entry.Debugf("no GPU requested (%s): nothing to do", orUnset(in.req.Source))
 		return nil
 	}
+	if stage == stageCreateContainer {
+		if err := allowSelf(cfg, in.spec); err != nil {
+			return err
+		}
+	}
 	plan, dev, err := planFor(cfg, in, entry)
 	if err != nil {
 		return err
@@ -82,6 +88,32 @@ func hook(stage string, cfg config.Config, stdin io.Reader, log *logrus.Entry) e
 		return nsenter.InMountNS(in.pid, func() error { return applyPlan(in.rootfs, plan, entry) })
 	}
 	return applyPlan(in.rootfs, plan, entry)
+}
+
+// allowSelf grants the device to the cgroup this hook runs in: a
+// createContainer hook runs inside the container's cgroup (runc starts it
+// from the container's init), so it cannot even open /dev/dxg to enumerate
+// until the container's device rules allow it.
+func allowSelf(cfg config.Config, spec *oci.Spec) error {
+	hostDev, err := statDevice(cfg.DxgDevice)
+	if err != nil {
+		return err
+	}
+	dev := devcgroup.Device{Type: 'c', Major: int64(hostDev.Major), Minor: int64(hostDev.Minor)}
+	// The hook is in the container's pid namespace but sees the host's
+	// /proc: its own pid there is what /proc/self names.
+	self, err := os.Readlink("/proc/self")
+	if err != nil {
+		return fmt.Errorf("find own pid in /proc: %w", err)
+	}
+	pid, err := strconv.Atoi(self)
+	if err != nil {
+		return fmt.Errorf("find own pid in /proc: %q", self)
+	}
+	if err := devcgroup.Allow(pid, spec.DeviceRules(), dev); err != nil {
+		return fmt.Errorf("%w: a createContainer hook runs in the container's device cgroup: put /dev/dxg in the container (wsl-gpu-runtime or CDI) or use the prestart stage", err)
+	}
+	return nil
 }
 
 func applyPlan(rootfs string, plan []mounts.Step, log *logrus.Entry) error {
