@@ -1,6 +1,7 @@
 /* cudaprobe: what a CUDA application does first. dlopen("libcuda.so.1") with
  * no LD_LIBRARY_PATH (the container's loader cache must know it), then
  * cuInit(0) and cuDeviceGetCount. Exit 0 only if both succeed. */
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
 

@@ -20,7 +20,9 @@ echo "== container image: busybox + glibc (a minimal glibc image)"
 root=$work/bundle/rootfs
 mkdir -p "$root"/{bin,etc,dev,proc,sys,tmp,usr/local/bin,lib64,lib/x86_64-linux-gnu}
 cp /bin/busybox "$root/bin/busybox"
-"$root/bin/busybox" --install -s "$root/bin"
+for applet in $(/bin/busybox --list); do
+	[ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
+done
 for l in ld-linux-x86-64.so.2 libc.so.6 libdl.so.2 libm.so.6 libpthread.so.0; do
 	cp -L "/lib/x86_64-linux-gnu/$l" "$root/lib/x86_64-linux-gnu/$l"
 done
