@@ -171,7 +171,7 @@ func planFor(cfg config.Config, in *hookInput, log *logrus.Entry) ([]mounts.Step
 	if err != nil {
 		return nil, dev, err
 	}
-	selected, err := request.Select(in.req, inv.Adapters, target)
+	selected, err := request.Select(in.req, inv.Adapters, targets(inv.Adapters))
 	if err != nil {
 		return nil, dev, err
 	}
@@ -212,8 +212,22 @@ func planFor(cfg config.Config, in *hookInput, log *logrus.Entry) ([]mounts.Step
 	return mounts.Plan(pin), dev, nil
 }
 
-func target(a driverstore.Adapter) request.Target {
-	return request.Target{Index: a.Index, LUID: a.LUID, Vendor: string(a.Vendor)}
+// targets returns the selector view of each adapter, numbering the NVIDIA
+// adapters among themselves as NVIDIA_VISIBLE_DEVICES counts them.
+func targets(adapters []driverstore.Adapter) func(driverstore.Adapter) request.Target {
+	nvidia := map[int]int{}
+	for _, a := range adapters {
+		if a.Vendor == driverstore.NVIDIA {
+			nvidia[a.Index] = len(nvidia)
+		}
+	}
+	return func(a driverstore.Adapter) request.Target {
+		n, ok := nvidia[a.Index]
+		if !ok {
+			n = -1
+		}
+		return request.Target{Index: a.Index, LUID: a.LUID, Vendor: string(a.Vendor), NVIDIAIndex: n}
+	}
 }
 
 // nvidiaSmi finds the nvidia-smi a container should get, as a container path:

@@ -77,9 +77,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return nil
 	}
 
+	// The environment variable serves callers that cannot add arguments:
+	// Docker runs the hook as "nvidia-container-runtime-hook prestart".
 	path, explicit := *cfgPath, *cfgPath != ""
 	if !explicit {
-		path = config.DefaultPath
+		path, explicit = os.Getenv(configEnv), true
+	}
+	if path == "" {
+		path, explicit = config.DefaultPath, false
 	}
 	cfg, err := config.Load(path, explicit)
 	if err != nil {

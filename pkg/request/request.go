@@ -49,6 +49,10 @@ type Request struct {
 	Selectors []Selector
 	// Source names where the request came from ("env NVIDIA_VISIBLE_DEVICES").
 	Source string
+	// NVIDIAIndexes says adapter indexes count NVIDIA adapters only, as
+	// they do in NVIDIA_VISIBLE_DEVICES: Docker's --gpus 1 sets "0" and
+	// means the first CUDA GPU, not an Intel iGPU enumerated before it.
+	NVIDIAIndexes bool
 }
 
 // None reports a request for nothing: the hook must not touch the container.
@@ -114,14 +118,21 @@ type Target struct {
 	Index  int
 	LUID   dxcore.LUID
 	Vendor string
+	// NVIDIAIndex is the adapter's position among the NVIDIA adapters,
+	// -1 for others.
+	NVIDIAIndex int
 }
 
 func (t Target) String() string { return fmt.Sprintf("%d %s %s", t.Index, t.Vendor, t.LUID) }
 
-// Match reports whether s selects t.
-func (s Selector) Match(t Target) bool {
+// Match reports whether s selects t; nvidiaIndexes is the request's
+// NVIDIAIndexes.
+func (s Selector) Match(t Target, nvidiaIndexes bool) bool {
 	switch s.Kind {
 	case ByIndex:
+		if nvidiaIndexes {
+			return t.NVIDIAIndex >= 0 && s.Index == t.NVIDIAIndex
+		}
 		return s.Index == t.Index
 	case ByLUID:
 		return s.LUID == t.LUID
@@ -146,7 +157,7 @@ func Select[T any](r Request, items []T, target func(T) Target) ([]T, error) {
 		t := target(it)
 		hit := false
 		for i, s := range r.Selectors {
-			if s.Match(t) {
+			if s.Match(t, r.NVIDIAIndexes) {
 				used[i] = true
 				hit = true
 			}
@@ -195,5 +206,6 @@ func FromSpec(spec *oci.Spec, envs []string, annotation string) (Request, error)
 		return Request{}, fmt.Errorf("%s: %w", source, err)
 	}
 	r.Source = source
+	r.NVIDIAIndexes = source == "env NVIDIA_VISIBLE_DEVICES"
 	return r, nil
 }

@@ -9,8 +9,32 @@ import (
 )
 
 var laptop = []Target{
-	{Index: 0, LUID: dxcore.LUID{Low: 0x1a1d77}, Vendor: "intel"},
-	{Index: 1, LUID: dxcore.LUID{Low: 0x4486d1}, Vendor: "nvidia"},
+	{Index: 0, LUID: dxcore.LUID{Low: 0x1a1d77}, Vendor: "intel", NVIDIAIndex: -1},
+	{Index: 1, LUID: dxcore.LUID{Low: 0x4486d1}, Vendor: "nvidia", NVIDIAIndex: 0},
+}
+
+// Docker's --gpus 1 and --gpus device=0 set NVIDIA_VISIBLE_DEVICES=0: the
+// first NVIDIA GPU, even when an Intel iGPU comes first on the host.
+func TestNVIDIAIndexes(t *testing.T) {
+	spec := &oci.Spec{Process: &oci.Process{Env: []string{"NVIDIA_VISIBLE_DEVICES=0"}}}
+	r, err := FromSpec(spec, []string{"WSL_GPU_DEVICES", "NVIDIA_VISIBLE_DEVICES"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Select(r, laptop, self)
+	if err != nil || len(got) != 1 || got[0].Vendor != "nvidia" {
+		t.Fatalf("NVIDIA_VISIBLE_DEVICES=0 selected %v, %v; want the NVIDIA adapter", got, err)
+	}
+	spec.Process.Env = []string{"WSL_GPU_DEVICES=0"}
+	r, _ = FromSpec(spec, []string{"WSL_GPU_DEVICES", "NVIDIA_VISIBLE_DEVICES"}, "")
+	if got, _ := Select(r, laptop, self); len(got) != 1 || got[0].Vendor != "intel" {
+		t.Fatalf("WSL_GPU_DEVICES=0 selected %v; want adapter 0 (intel)", got)
+	}
+	spec.Process.Env = []string{"NVIDIA_VISIBLE_DEVICES=1"}
+	r, _ = FromSpec(spec, []string{"WSL_GPU_DEVICES", "NVIDIA_VISIBLE_DEVICES"}, "")
+	if _, err := Select(r, laptop, self); err == nil {
+		t.Fatal("NVIDIA_VISIBLE_DEVICES=1 on a one-NVIDIA-GPU host succeeded")
+	}
 }
 
 func self(t Target) Target { return t }
