@@ -47,10 +47,13 @@ func Apply(rootfs string, steps []Step, log logrus.FieldLogger) (err error) {
 	}
 	defer root.Close()
 
-	a := &applier{root: root, log: log}
+	a := &applier{root: root, log: log, dirs: map[string]*os.File{}}
 	defer func() {
 		if err != nil {
 			a.rollback()
+		}
+		for _, d := range a.dirs {
+			d.Close()
 		}
 	}()
 	glibc := a.exists(glibcLoader)
@@ -72,6 +75,10 @@ type applier struct {
 	root *os.File
 	log  logrus.FieldLogger
 	undo []func() error
+	// dirs holds the parent directories already resolved, by container
+	// path: each is resolved in the rootfs once per Apply, and later steps
+	// use the same directory even if the image swaps a link meanwhile.
+	dirs map[string]*os.File
 }
 
 func (a *applier) rollback() {
@@ -131,11 +138,15 @@ func (a *applier) apply(s Step) error {
 var wslDirs = []string{"/usr/lib/wsl", ContainerDriversDir}
 
 // parent returns a handle on the directory that holds target, creating the
-// directories on the way, all confined to the rootfs.
+// directories on the way, all confined to the rootfs. The handle belongs to
+// the applier: callers must not close it.
 func (a *applier) parent(target string) (*os.File, string, error) {
 	dir, base := path.Split(target)
 	if base == "" || base == "." || base == ".." {
 		return nil, "", fmt.Errorf("bad target %q", target)
+	}
+	if d, ok := a.dirs[dir]; ok {
+		return d, base, nil
 	}
 	for _, w := range wslDirs { // shallow first
 		if strings.HasPrefix(dir, w+"/") {
@@ -148,6 +159,7 @@ func (a *applier) parent(target string) (*os.File, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	a.dirs[dir] = d
 	return d, base, nil
 }
 
@@ -189,7 +201,6 @@ func (a *applier) device(s Step) (string, error) {
 	if err != nil {
 		return "mkdir parent", err
 	}
-	defer dir.Close()
 	dev := unix.Mkdev(s.Major, s.Minor)
 	switch st, err := lstatAt(dir, base); {
 	case errors.Is(err, unix.ENOENT):
@@ -240,7 +251,6 @@ func (a *applier) bind(s Step) (string, error) {
 	if err != nil {
 		return "mkdir parent", err
 	}
-	defer dir.Close()
 	switch st, err := lstatAt(dir, base); {
 	case errors.Is(err, unix.ENOENT):
 		if err := unix.Mkdirat(int(dir.Fd()), base, 0o755); err != nil {
@@ -333,7 +343,6 @@ func (a *applier) writeFile(target string, content func(old []byte) ([]byte, err
 	if err != nil {
 		return "mkdir parent", err
 	}
-	defer dir.Close()
 	dfd := int(dir.Fd())
 
 	old, existed, err := readRegular(dfd, base)
@@ -420,7 +429,6 @@ func (a *applier) symlink(s Step) (string, error) {
 	if err != nil {
 		return "mkdir parent", err
 	}
-	defer dir.Close()
 	if _, err := lstatAt(dir, base); err == nil {
 		a.log.Infof("keep %s: the image has its own", s.Target)
 		return "", nil

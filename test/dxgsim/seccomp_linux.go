@@ -84,9 +84,20 @@ type notifResp struct {
 	Flags uint32
 }
 
+// receivers is how many threads take notifications at once: enough that
+// a slow caller (being traced, paged out) does not hold up fifty container
+// starts, and each answers on its own thread, with no hand-off to another.
+const receivers = 8
+
 // supervise answers notifications on listener until it fails (every
 // filtered process is gone and dxgsim is exiting).
 func supervise(listener int, k *kernel) {
+	for i := 0; i < receivers; i++ {
+		go receive(listener, k)
+	}
+}
+
+func receive(listener int, k *kernel) {
 	for {
 		var n notif
 		if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n))); errno != 0 {
@@ -95,9 +106,7 @@ func supervise(listener int, k *kernel) {
 			}
 			return
 		}
-		// One goroutine per call: a slow caller (being traced, paged
-		// out) must not hold up fifty container starts.
-		go respond(listener, k, n)
+		respond(listener, k, n)
 	}
 }
 
