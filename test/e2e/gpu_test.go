@@ -208,7 +208,10 @@ func TestSelectors(t *testing.T) {
 		{name: "index 1", env: []string{"WSL_GPU_DEVICES=1"}, folders: []string{nv.Folder}},
 		{name: "LUID", env: []string{"WSL_GPU_DEVICES=" + fmt.Sprintf("0x%x", nv.LUIDLow)}, folders: []string{nv.Folder}},
 		{name: "docker --gpus all", env: []string{"NVIDIA_VISIBLE_DEVICES=all"}, folders: both},
-		{name: "index list", env: []string{"NVIDIA_VISIBLE_DEVICES=0,1"}, folders: both},
+		{name: "index list", env: []string{"WSL_GPU_DEVICES=0,1"}, folders: both},
+		// docker --gpus 1 sets NVIDIA_VISIBLE_DEVICES=0: the first NVIDIA
+		// GPU, not adapter 0 (the Intel iGPU on this laptop).
+		{name: "docker --gpus 1", env: []string{"NVIDIA_VISIBLE_DEVICES=0"}, folders: []string{nv.Folder}},
 		{name: "WSL_GPU_DEVICES wins", env: []string{"NVIDIA_VISIBLE_DEVICES=all", "WSL_GPU_DEVICES=intel"}, folders: []string{intel.Folder}},
 		{name: "annotation wins", env: []string{"WSL_GPU_DEVICES=all"}, annotations: map[string]string{"wsl-gpu-hook/devices": "nvidia"}, folders: []string{nv.Folder}},
 	}
