@@ -196,10 +196,14 @@ type daemon struct {
 	report string
 }
 
+// startDaemon runs args under dxgsim in a private mount namespace with a
+// fresh tmpfs on /run: the daemon cannot find (and use) a system containerd
+// that is not under the simulator, and leaves no state in the host's /run.
 func startDaemon(t *testing.T, e *env, extraEnv []string, args ...string) *daemon {
 	t.Helper()
 	d := &daemon{report: filepath.Join(t.TempDir(), "dxgsim.json")}
-	simArgs := append([]string{"--profile", profile, "--dev", e.dev, "--report", d.report, "--"}, args...)
+	simArgs := append([]string{"--profile", profile, "--dev", e.dev, "--report", d.report, "--",
+		"unshare", "--mount", "--propagation", "private", "sh", "-c", `mount -t tmpfs tmpfs /run && exec "$@"`, "sh"}, args...)
 	d.cmd = exec.Command(e.sim, simArgs...)
 	d.cmd.Env = append(append(os.Environ(), "PATH="+e.bin+":"+os.Getenv("PATH"), "WSL_GPU_HOOK_CONFIG="+e.config), extraEnv...)
 	d.cmd.Stdout, d.cmd.Stderr = &d.stderr, &d.stderr
