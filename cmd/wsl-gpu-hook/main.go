@@ -42,6 +42,7 @@ const usage = `usage:
   wsl-gpu-hook [--config FILE] info [--json]                              (list GPU adapters)
   wsl-gpu-hook runtime RUNC-ARGS...                                      (OCI runtime wrapper; also as wsl-gpu-runtime)
   wsl-gpu-hook [--config FILE] cdi generate [--output FILE]               (write a CDI spec, default /etc/cdi/wsl-gpu-hook.json)
+  wsl-gpu-hook install|uninstall [--dry-run] [--prefix DIR] docker|podman|containerd|cdi...
   wsl-gpu-hook version
 `
 
@@ -103,6 +104,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runCDI(cfg, cmdArgs, stdout)
 	case "cdi-hook":
 		return runCDIHook(cfg, stdin)
+	case "install":
+		return runInstall(cfg, cmdArgs, stdout, false)
+	case "uninstall":
+		return runInstall(cfg, cmdArgs, stdout, true)
 	}
 	return usageError{fmt.Sprintf("unknown command %q", cmd)}
 }
