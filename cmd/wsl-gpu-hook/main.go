@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 )
 
@@ -23,6 +25,10 @@ var version = "dev"
 const nvidiaHookName = "nvidia-container-runtime-hook"
 
 func main() {
+	// Libraries (opencontainers/cgroups) log through logrus's standard
+	// logger, which writes to stderr; stderr is reserved for the one line
+	// runtimes show users, and the hook logs through its own logger.
+	logrus.StandardLogger().SetOutput(io.Discard)
 	err := run(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr)
 	if err == nil {
 		return
