@@ -16,6 +16,6 @@ if [ "${#missing[@]}" -gt 0 ]; then
 	echo "setup: installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 command -v go >/dev/null || { echo "setup: Go is not on PATH (install Go 1.26+)" >&2; exit 1; }
