@@ -74,9 +74,11 @@ func hook(stage string, cfg config.Config, stdin io.Reader, log *logrus.Entry) e
 	if err != nil {
 		return err
 	}
-	for _, s := range plan {
-		entry.Infof("plan: %s", s)
+	steps := make([]string, len(plan))
+	for i, s := range plan {
+		steps[i] = s.String()
 	}
+	entry.Infof("plan: %s", strings.Join(steps, "; "))
 
 	if stage != stageCreateContainer {
 		if in.pid <= 0 {
@@ -158,6 +160,7 @@ func planFor(cfg config.Config, in *hookInput, log *logrus.Entry) ([]mounts.Step
 	if err != nil {
 		return nil, dev, err
 	}
+
 	dev = devcgroup.Device{Type: 'c', Major: int64(hostDev.Major), Minor: int64(hostDev.Minor)}
 
 	enum, err := dxcore.Enumerate(cfg.DxgDevice)
