@@ -129,6 +129,8 @@ func applyPlan(rootfs string, plan []mounts.Step, log *logrus.Entry) error {
 		return fmt.Errorf("%w: the container's root filesystem is read-only before the hook ran: let the runtime make it read-only (config.json root.readonly), not the storage", err)
 	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
 		return fmt.Errorf("%w: the container's root filesystem is full: free space in the image's storage", err)
+	case errors.As(err, &ro) && ro.Op == "mkdir parent":
+		return fmt.Errorf("%w: the image has a file or a link that does not resolve inside it on this path: fix the image", err)
 	}
 	return err
 }

@@ -61,6 +61,8 @@ type box struct {
 	// hashRootfs records the root file system before and after the run
 	// (outcome.rootfsDiff).
 	hashRootfs bool
+	// prepare changes the extracted image before the run: hostile images.
+	prepare func(t *testing.T, rootfs string)
 }
 
 // simulation is how dxgsim wraps runc.
@@ -155,6 +157,9 @@ func runBox(t *testing.T, b box) *outcome {
 		if err := copyFile(hookBin, filepath.Join(o.rootfs, "usr/local/bin/wsl-gpu-hook"), 0o755); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if b.prepare != nil {
+		b.prepare(t, o.rootfs)
 	}
 
 	devDir := filepath.Join(dir, "dev")

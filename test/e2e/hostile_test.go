@@ -1,0 +1,114 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestHostileImages runs images built to make a root-run hook touch the
+// host: links from the paths the hook writes to host directories, by
+// absolute path and by climbing, files where folders belong, an image
+// ldconfig that would write to the host, an image libcuda stub. For each,
+// the container still gets a working GPU, and the bait directory on the
+// host, the host's mounts (runBox) and the fixture stay as they were.
+func TestHostileImages(t *testing.T) {
+	env(t) // skips when this host cannot run containers
+	bait := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bait, "secret"), []byte("host data\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	climb := "../../../../../../../../.." + bait
+	link := func(target, name string) func(*testing.T, string) {
+		return func(t *testing.T, rootfs string) {
+			p := filepath.Join(rootfs, name)
+			os.RemoveAll(p)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	file := func(name, content string, mode os.FileMode) func(*testing.T, string) {
+		return func(t *testing.T, rootfs string) {
+			p := filepath.Join(rootfs, name)
+			os.RemoveAll(p)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(content), mode); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tests := []struct {
+		name    string
+		prepare func(*testing.T, string)
+		// wantErr: the container must fail to start with the hook's one
+		// line containing this; "" means it must work.
+		wantErr string
+	}{
+		{"usr-lib-wsl links to a host dir", link(bait, "usr/lib/wsl"), ""},
+		{"usr-lib-wsl climbs to a host dir", link(climb, "usr/lib/wsl"), ""},
+		{"usr-lib-wsl-drivers links to a host dir", link(bait, "usr/lib/wsl/drivers"), ""},
+		{"usr-lib-wsl-lib links to a host dir", link(bait, "usr/lib/wsl/lib"), ""},
+		// Confined to the rootfs the climbing link dangles: refused, clearly.
+		{"etc-ld.so.conf.d climbs to a host dir", link(climb, "etc/ld.so.conf.d"),
+			"wsl-gpu-hook: prestart: file /etc/ld.so.conf.d/wsl-gpu-hook.conf: mkdir parent: "},
+		{"etc-ld.so.cache links to a host file", link(filepath.Join(bait, "secret"), "etc/ld.so.cache"), ""},
+		{"usr-bin-nvidia-smi links to a host file", link(filepath.Join(bait, "secret"), "usr/bin/nvidia-smi"), ""},
+		{"usr-lib-wsl is a file", file("usr/lib/wsl", "not a folder", 0o644), ""},
+		{"ldconfig writes to the host", file("sbin/ldconfig", "#!/bin/sh\necho pwned > "+bait+"/pwned\n", 0o755), ""},
+		{"image ships a libcuda.so.1 stub", link(filepath.Join(bait, "evil.so"), "usr/lib/x86_64-linux-gnu/libcuda.so.1"), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := runBox(t, box{
+				image:   imageDebian,
+				sim:     &simulation{profile: "nvidia-laptop"},
+				hook:    hookConfig,
+				env:     []string{"WSL_GPU_DEVICES=all"},
+				prepare: tt.prepare,
+				checks: []check{
+					{"dxg-open", "fsprobe open-rw /dev/dxg"},
+					{"cudaprobe", "cudaprobe"},
+					{"write-lib", "fsprobe create /usr/lib/wsl/lib/e2e-write-test"},
+				},
+			})
+			checkBait(t, bait)
+			if tt.wantErr != "" {
+				if o.exitCode == 0 || !strings.Contains(o.stderr, tt.wantErr) || !strings.Contains(o.stderr, ": fix the image") {
+					t.Fatalf("want a failed start with %q ... fix the image, got exit %d:\n%s", tt.wantErr, o.exitCode, o.stderr)
+				}
+				return
+			}
+			o.started(t)
+			wantOutput(t, o, "dxg-open", "open-rw /dev/dxg: ok")
+			if out := o.succeeds(t, "cudaprobe"); !strings.Contains(out, "loaded /usr/lib/wsl/lib/libcuda.so.1") || !strings.Contains(out, "cuInit(0) = 0") {
+				t.Errorf("cudaprobe:\n%s", out)
+			}
+			if r := o.result(t, "write-lib"); r.code == 0 {
+				t.Errorf("the lib dir is writable in the container: %s", r.out)
+			}
+		})
+	}
+}
+
+// checkBait fails if anything in the host directory hostile images aim at
+// was created or changed.
+func checkBait(t *testing.T, bait string) {
+	t.Helper()
+	entries, err := os.ReadDir(bait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != "secret" {
+		t.Errorf("the host bait dir changed: %v", entries)
+	}
+	if data, _ := os.ReadFile(filepath.Join(bait, "secret")); string(data) != "host data\n" {
+		t.Errorf("the host file behind a link changed: %q", data)
+	}
+}
