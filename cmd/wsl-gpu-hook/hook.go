@@ -37,7 +37,7 @@ const (
 
 // hookInput is everything the hook reads before it decides.
 type hookInput struct {
-	state  string // bundle
+	bundle string
 	pid    int
 	rootfs string
 	spec   *oci.Spec
@@ -60,7 +60,7 @@ func hook(stage string, cfg config.Config, stdin io.Reader, log *logrus.Entry) e
 	if err != nil {
 		return err
 	}
-	entry := log.WithFields(logrus.Fields{"bundle": in.state, "pid": in.pid})
+	entry := log.WithFields(logrus.Fields{"bundle": in.bundle, "pid": in.pid})
 	if in.req.None() {
 		entry.Debugf("no GPU requested (%s): nothing to do", orUnset(in.req.Source))
 		return nil
@@ -152,7 +152,7 @@ func readInput(cfg config.Config, stdin io.Reader) (*hookInput, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: fix the container's GPU request", err)
 	}
-	return &hookInput{state: st.Bundle, pid: st.Pid, rootfs: rootfs, spec: spec, req: req}, nil
+	return &hookInput{bundle: st.Bundle, pid: st.Pid, rootfs: rootfs, spec: spec, req: req}, nil
 }
 
 // planFor enumerates the host, applies the request and computes the plan.
