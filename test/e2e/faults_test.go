@@ -1,0 +1,60 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
+)
+
+// TestFaults injects the simulator's faults under real runc starts. A fault
+// that leaves a usable GPU starts the container with what is left (and the
+// log says what was skipped); one that leaves nothing for the request fails
+// the start with the hook's one line. Either way no handle leaks (runBox
+// fails on dxgsim's exit 3) and nothing reaches the host.
+func TestFaults(t *testing.T) {
+	env(t)
+	nv := folder(t, "nvidia-laptop", simhost.FolderNVIDIA)
+	intel := folder(t, "nvidia-laptop", simhost.FolderIntel)
+	tests := []struct {
+		name    string
+		faults  []string
+		request string
+		folders []string // the container starts with exactly these
+		wantErr string   // or fails with a hook line containing this
+		wantLog string   // and the hook log says this
+	}{
+		{name: "old kernel", faults: []string{"old-kernel"}, request: "all", folders: []string{intel.Folder, nv.Folder}},
+		{name: "NVIDIA query fails, all asked", faults: []string{"query-fail=1"}, request: "all", folders: []string{intel.Folder}, wantLog: "skipped adapter 1 (LUID 0x4486d1)"},
+		{name: "query fails as raw NTSTATUS", faults: []string{"query-fail=0", "ntstatus"}, request: "all", folders: []string{nv.Folder}, wantLog: "STATUS_DEVICE_REMOVED"},
+		{name: "NVIDIA folder gone, all asked", faults: []string{"missing-folder=1"}, request: "all", folders: []string{intel.Folder}, wantLog: "was not found under"},
+		{name: "NVIDIA folder gone, nvidia asked", faults: []string{"missing-folder=1"}, request: "nvidia", wantErr: "the Windows driver was probably updated while WSL was running: run wsl --shutdown"},
+		{name: "NVIDIA query fails, nvidia asked", faults: []string{"query-fail=1"}, request: "nvidia", wantErr: "GPU selector nvidia matches no adapter on this host"},
+		{name: "zero adapters", faults: []string{"zero-adapters"}, request: "all", wantErr: "no GPU adapters: the Windows host exposes none to WSL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			o := runBox(t, box{
+				image:  imageBusybox,
+				sim:    &simulation{profile: "nvidia-laptop", faults: tt.faults},
+				hook:   hookConfig,
+				env:    []string{"WSL_GPU_DEVICES=" + tt.request},
+				checks: []check{{"drivers", "ls /usr/lib/wsl/drivers"}, {"dxg", "fsprobe open-rw /dev/dxg"}},
+			})
+			if tt.wantErr != "" {
+				got, ok := hookStderr(o.stderr)
+				if o.exitCode == 0 || !ok || !strings.Contains(got, tt.wantErr) || strings.Count(strings.TrimSpace(got), "\n") != 0 {
+					t.Fatalf("want a failed start with one hook line containing %q\n%s", tt.wantErr, o.debug())
+				}
+				return
+			}
+			o.started(t)
+			wantOutput(t, o, "drivers", strings.Join(tt.folders, "\n"))
+			wantOutput(t, o, "dxg", "open-rw /dev/dxg: ok")
+			if !strings.Contains(o.hookLog, tt.wantLog) {
+				t.Errorf("hook log lacks %q:\n%s", tt.wantLog, o.hookLog)
+			}
+		})
+	}
+}
