@@ -112,3 +112,73 @@ func checkBait(t *testing.T, bait string) {
 		t.Errorf("the host file behind a link changed: %q", data)
 	}
 }
+
+// TestRacingSymlinks swaps /usr/lib/wsl and /etc/ld.so.conf.d between a
+// directory and a link to a host bait directory as fast as it can while
+// containers start (the race behind CVE-2024-0132). Whatever the timing,
+// the hook works on handles inside the rootfs: the bait and the host's
+// mounts never change, and each start either runs or fails with the hook's
+// one line.
+func TestRacingSymlinks(t *testing.T) {
+	env(t)
+	bait := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bait, "secret"), []byte("host data\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const runs = 20
+	started, failed := 0, 0
+	for i := 0; i < runs; i++ {
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		o := runBox(t, box{
+			image: imageBusybox,
+			sim:   &simulation{profile: "nvidia-laptop"},
+			hook:  hookConfig,
+			env:   []string{"WSL_GPU_DEVICES=all"},
+			prepare: func(t *testing.T, rootfs string) {
+				os.MkdirAll(filepath.Join(rootfs, "lib64"), 0o755)
+				os.WriteFile(filepath.Join(rootfs, "lib64/ld-linux-x86-64.so.2"), []byte("\x7fELF"), 0o755)
+				go race(stop, done, bait, filepath.Join(rootfs, "usr/lib/wsl"), filepath.Join(rootfs, "etc/ld.so.conf.d"))
+			},
+			checks: []check{{"ran", "echo ran"}},
+		})
+		close(stop)
+		<-done
+		checkBait(t, bait)
+		if o.exitCode == 0 {
+			started++
+			continue
+		}
+		got, ok := hookStderr(o.stderr)
+		if !ok || strings.Count(strings.TrimSpace(got), "\n") != 0 || !strings.HasPrefix(got, "wsl-gpu-hook: ") {
+			t.Errorf("run %d failed without the hook's one line:\n%s", i, o.debug())
+		}
+		failed++
+	}
+	t.Logf("%d runs under a racing swap: %d started, %d failed cleanly", runs, started, failed)
+}
+
+// race flips each path between an empty directory and a link to bait
+// until stop is closed.
+func race(stop <-chan struct{}, done chan<- struct{}, bait string, paths ...string) {
+	defer close(done)
+	for _, p := range paths {
+		os.MkdirAll(filepath.Dir(p), 0o755)
+	}
+	for n := 0; ; n++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		for _, p := range paths {
+			if n%2 == 0 {
+				os.Remove(p)
+				os.Symlink(bait, p)
+			} else {
+				os.Remove(p)
+				os.Mkdir(p, 0o755)
+			}
+		}
+	}
+}
