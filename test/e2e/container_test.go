@@ -63,6 +63,9 @@ type box struct {
 	hashRootfs bool
 	// prepare changes the extracted image before the run: hostile images.
 	prepare func(t *testing.T, rootfs string)
+	// imageDev drops the runtime's tmpfs on /dev: the container uses the
+	// image's own /dev, with whatever nodes the image put there.
+	imageDev bool
 }
 
 // simulation is how dxgsim wraps runc.
@@ -255,6 +258,15 @@ func buildSpec(t *testing.T, b box, h *harness, hookBin, cfgPath, id string) *sp
 		spec.Linux.Resources = &specs.LinuxResources{}
 	}
 	spec.Linux.Resources.Devices = append(spec.Linux.Resources.Devices, b.rules...)
+	if b.imageDev {
+		var keep []specs.Mount
+		for _, m := range spec.Mounts {
+			if m.Destination != "/dev" {
+				keep = append(keep, m)
+			}
+		}
+		spec.Mounts = keep
+	}
 
 	if b.hook == noHook {
 		spec.Hooks = nil

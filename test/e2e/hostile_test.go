@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestHostileImages runs images built to make a root-run hook touch the
@@ -180,5 +182,53 @@ func race(stop <-chan struct{}, done chan<- struct{}, bait string, paths ...stri
 				os.Mkdir(p, 0o755)
 			}
 		}
+	}
+}
+
+// TestPreplacedDeviceNode runs an image whose own /dev (no runtime tmpfs)
+// already has a /dev/dxg: a node with /dev/mem's numbers, or a link to a
+// host file. The container must end up with the real device and the host
+// file must stay as it was.
+func TestPreplacedDeviceNode(t *testing.T) {
+	env(t)
+	bait := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bait, "secret"), []byte("host data\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		place func(t *testing.T, dev string)
+	}{
+		{"node with /dev/mem's numbers", func(t *testing.T, dev string) {
+			if err := unix.Mknod(dev, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 1))); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"link to a host file", func(t *testing.T, dev string) {
+			if err := os.Symlink(filepath.Join(bait, "secret"), dev); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := runBox(t, box{
+				image:    imageBusybox,
+				sim:      &simulation{profile: "nvidia-laptop"},
+				hook:     hookConfig,
+				env:      []string{"WSL_GPU_DEVICES=all"},
+				imageDev: true,
+				prepare: func(t *testing.T, rootfs string) {
+					os.MkdirAll(filepath.Join(rootfs, "dev"), 0o755)
+					os.Remove(filepath.Join(rootfs, "dev/dxg"))
+					tt.place(t, filepath.Join(rootfs, "dev/dxg"))
+				},
+				checks: []check{{"node", "stat -c '%F %t:%T %a' /dev/dxg"}, {"dxg", "fsprobe open-rw /dev/dxg"}},
+			})
+			o.started(t)
+			wantOutput(t, o, "node", "character special file a:e5 666")
+			wantOutput(t, o, "dxg", "open-rw /dev/dxg: ok")
+			checkBait(t, bait)
+		})
 	}
 }
