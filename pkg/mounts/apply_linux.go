@@ -412,7 +412,7 @@ func readRegular(dfd int, base string) ([]byte, bool, error) {
 		return nil, false, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, false, fmt.Errorf("%s is not a regular file in the image", base)
+		return nil, false, fmt.Errorf("%s is not a regular file in the image: remove it from the image", base)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxCacheSize+1))
 	if err != nil {

@@ -232,3 +232,79 @@ func TestPreplacedDeviceNode(t *testing.T) {
 		})
 	}
 }
+
+// TestHostileSystemDirs points whole system directories of a busybox image
+// (which keeps its programs in /bin) at a host bait directory, by absolute
+// link and by climbing, and puts a directory where the hook writes a file.
+// Each start either runs with the GPU or fails with the hook's one line;
+// the bait never changes.
+func TestHostileSystemDirs(t *testing.T) {
+	env(t)
+	bait := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bait, "secret"), []byte("host data\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	climb := "../../../../../../../../.." + bait
+	tests := []struct {
+		name     string
+		path     string // in the image
+		link     string // its link text; "" makes it a directory
+		imageDev bool
+	}{
+		{name: "usr absolute", path: "usr", link: bait},
+		{name: "usr-lib climbing", path: "usr/lib", link: climb},
+		{name: "etc absolute", path: "etc", link: bait},
+		{name: "usr-bin climbing", path: "usr/bin", link: climb},
+		// Not here: /dev as a link with no runtime tmpfs on /dev. runc
+		// 1.1.5 itself then creates its /dev/fd, /dev/ptmx, /dev/std*
+		// links in the link's host target, before any hook runs.
+		{name: "ld.so.cache is a directory", path: "etc/ld.so.cache"},
+		{name: "dev-dxg is a directory", path: "dev/dxg", imageDev: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := runBox(t, box{
+				image:    imageBusybox,
+				sim:      &simulation{profile: "nvidia-laptop"},
+				hook:     hookConfig,
+				env:      []string{"WSL_GPU_DEVICES=all"},
+				imageDev: tt.imageDev,
+				prepare: func(t *testing.T, rootfs string) {
+					os.MkdirAll(filepath.Join(rootfs, "lib64"), 0o755)
+					os.WriteFile(filepath.Join(rootfs, "lib64/ld-linux-x86-64.so.2"), []byte("\x7fELF"), 0o755)
+					p := filepath.Join(rootfs, tt.path)
+					os.RemoveAll(p)
+					os.MkdirAll(filepath.Dir(p), 0o755)
+					var err error
+					if tt.link == "" {
+						err = os.Mkdir(p, 0o755)
+					} else {
+						err = os.Symlink(tt.link, p)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				},
+				checks: []check{{"dxg", "fsprobe open-rw /dev/dxg"}},
+			})
+			checkBait(t, bait)
+			if o.exitCode == 0 {
+				wantOutput(t, o, "dxg", "open-rw /dev/dxg: ok")
+				return
+			}
+			got, ok := hookStderr(o.stderr)
+			if !ok {
+				// runc itself may refuse such an image before any hook.
+				if !strings.Contains(o.hookLog, "plan:") {
+					t.Logf("runc refused the image before the hook ran: %s", firstLine(o.stderr))
+					return
+				}
+				t.Fatalf("failed without the hook's line:\n%s", o.debug())
+			}
+			if strings.Count(strings.TrimSpace(got), "\n") != 0 || !strings.HasPrefix(got, "wsl-gpu-hook: prestart: ") {
+				t.Errorf("hook stderr %q is not one line", got)
+			}
+			t.Logf("refused: %s", got)
+		})
+	}
+}
