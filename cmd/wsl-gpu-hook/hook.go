@@ -65,6 +65,14 @@ func hook(stage string, cfg config.Config, stdin io.Reader, log *logrus.Entry) e
 		entry.Debugf("no GPU requested (%s): nothing to do", orUnset(in.req.Source))
 		return nil
 	}
+	// In a user namespace the container's /dev is owned by that namespace:
+	// a node the hook made would be unusable (and host root is not mapped
+	// there to make one). The runtime can bind the host's node instead,
+	// when the device is in the spec, as CDI and the wrapper put it.
+	runtimeNode := in.spec.HasDevice(mounts.ContainerDevice)
+	if in.spec.UserNamespace() && !runtimeNode {
+		return fmt.Errorf("the container runs in its own user namespace, where the hook cannot create /dev/dxg: request the GPU through CDI (--device wsl-gpu-hook.dev/gpu=all) or the wsl-gpu runtime, which put the device in the container's spec")
+	}
 	if stage == stageCreateContainer {
 		if err := allowSelf(cfg, in.spec); err != nil {
 			return err
@@ -73,6 +81,9 @@ func hook(stage string, cfg config.Config, stdin io.Reader, log *logrus.Entry) e
 	plan, dev, err := planFor(cfg, in, entry)
 	if err != nil {
 		return err
+	}
+	if in.spec.UserNamespace() {
+		plan = withoutDevice(plan)
 	}
 	steps := make([]string, len(plan))
 	for i, s := range plan {
@@ -90,6 +101,17 @@ func hook(stage string, cfg config.Config, stdin io.Reader, log *logrus.Entry) e
 		return nsenter.InMountNS(in.pid, func() error { return applyPlan(in.rootfs, plan, entry) })
 	}
 	return applyPlan(in.rootfs, plan, entry)
+}
+
+// withoutDevice drops the device step: the runtime made the node.
+func withoutDevice(plan []mounts.Step) []mounts.Step {
+	var out []mounts.Step
+	for _, s := range plan {
+		if s.Kind != mounts.Device {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // allowSelf grants the device to the cgroup this hook runs in: a

@@ -134,6 +134,20 @@ func (s *Spec) DeviceRules() []specs.LinuxDeviceCgroup {
 	return s.Linux.Resources.Devices
 }
 
+// HasDevice reports whether linux.devices lists a device at path: the
+// runtime then makes that node itself.
+func (s *Spec) HasDevice(path string) bool {
+	if s.Linux == nil {
+		return false
+	}
+	for _, d := range s.Linux.Devices {
+		if d.Path == path {
+			return true
+		}
+	}
+	return false
+}
+
 // UserNamespace reports whether the container gets its own user namespace,
 // where the hook cannot create device nodes or write host cgroup files.
 func (s *Spec) UserNamespace() bool {

@@ -66,6 +66,9 @@ type box struct {
 	// imageDev drops the runtime's tmpfs on /dev: the container uses the
 	// image's own /dev, with whatever nodes the image put there.
 	imageDev bool
+	// userns runs the container in its own user namespace, root mapped to
+	// host uid 100000, as rootless engines and userns-remap do.
+	userns bool
 }
 
 // simulation is how dxgsim wraps runc.
@@ -258,6 +261,11 @@ func buildSpec(t *testing.T, b box, h *harness, hookBin, cfgPath, id string) *sp
 		spec.Linux.Resources = &specs.LinuxResources{}
 	}
 	spec.Linux.Resources.Devices = append(spec.Linux.Resources.Devices, b.rules...)
+	if b.userns {
+		spec.Linux.Namespaces = append(spec.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
+		spec.Linux.UIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: 100000, Size: 65536}}
+		spec.Linux.GIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: 100000, Size: 65536}}
+	}
 	if b.imageDev {
 		var keep []specs.Mount
 		for _, m := range spec.Mounts {
