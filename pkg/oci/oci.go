@@ -90,9 +90,17 @@ func LoadSpec(bundle string) (*Spec, error) {
 	if len(data) > maxSpecSize {
 		return nil, fmt.Errorf("%s is larger than 16 MiB", path)
 	}
+	s, err := decodeSpec(data)
+	if err != nil {
+		return nil, fmt.Errorf("decode %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func decodeSpec(data []byte) (*Spec, error) {
 	var s Spec
 	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", path, err)
+		return nil, err
 	}
 	return &s, nil
 }

@@ -81,3 +81,24 @@ func FuzzReadState(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeSpec: whatever config.json holds, the parts the hook reads
+// decode or fail, and the accessors never panic.
+func FuzzDecodeSpec(f *testing.F) {
+	f.Add(`{"root":{"path":"rootfs"},"process":{"env":["A=1","NVIDIA_VISIBLE_DEVICES=all"]},"linux":{"devices":[{"path":"/dev/dxg","type":"c","major":10,"minor":229}],"resources":{"devices":[{"allow":false,"access":"rwm"}]},"namespaces":[{"type":"user"}]}}`)
+	f.Add(`{"linux":null,"process":null,"annotations":{"a":"b"}}`)
+	f.Add(`{"root":{"path":"/abs"},"process":{"env":["=","X"]}}`)
+	f.Fuzz(func(t *testing.T, data string) {
+		s, err := decodeSpec([]byte(data))
+		if err != nil {
+			return
+		}
+		s.Env("NVIDIA_VISIBLE_DEVICES")
+		s.DeviceRules()
+		s.HasDevice("/dev/dxg")
+		s.UserNamespace()
+		if p, err := s.RootPath("/bundle"); err == nil && !filepath.IsAbs(p) {
+			t.Fatalf("RootPath %q is not absolute", p)
+		}
+	})
+}
