@@ -1,0 +1,567 @@
+package dxg
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
+)
+
+// Config selects the simulated host and the faults it shows.
+type Config struct {
+	Profile simhost.Profile
+	// OldKernel makes ENUMADAPTERS3 fail with ENOTTY, as on kernels
+	// that predate it.
+	OldKernel bool
+	// ZeroAdapters makes the host report no adapters at all.
+	ZeroAdapters bool
+	// NTStatus returns failures as old 4.19-era drivers did: the raw
+	// negative NTSTATUS as the ioctl result, errno untouched.
+	NTStatus bool
+	// QueryFail lists adapter indexes (host order, compute-only adapters
+	// included) whose every QUERYADAPTERINFO fails with DEVICE_REMOVED.
+	QueryFail []int
+	// MissingFolder lists adapter indexes whose driver store path names a
+	// folder that does not exist (another hash of the same inf).
+	MissingFolder []int
+}
+
+// Validate reports every index that does not name an adapter.
+func (c Config) Validate() error {
+	n := len(c.Profile.Adapters)
+	if c.ZeroAdapters {
+		n = 0
+	}
+	var bad []string
+	check := func(fault string, idx []int) {
+		for _, i := range idx {
+			if i < 0 || i >= n {
+				bad = append(bad, fmt.Sprintf("%s=%d", fault, i))
+			}
+		}
+	}
+	check("query-fail", c.QueryFail)
+	check("missing-folder", c.MissingFolder)
+	if len(bad) > 0 && n == 0 {
+		return fmt.Errorf("fault %s: the simulated host reports no adapters (profile %q or zero-adapters): drop the fault",
+			strings.Join(bad, ", "), c.Profile.Name)
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("fault %s: profile %q has %d adapters here (indexes 0..%d in host order, compute-only included)",
+			strings.Join(bad, ", "), c.Profile.Name, n, n-1)
+	}
+	return nil
+}
+
+// Process identifies one process for its whole life: a pid alone is
+// reused, pid plus start time (clock ticks after boot) is not.
+type Process struct {
+	TGID  int
+	Start uint64
+}
+
+// Caller is the process making an ioctl.
+type Caller struct {
+	Process
+	Comm string // for misuse messages
+}
+
+func (c Caller) String() string { return fmt.Sprintf("pid %d (%s)", c.TGID, c.Comm) }
+
+// Memory is the calling process's address space.
+type Memory interface {
+	Read(addr uint64, b []byte) error
+	Write(addr uint64, b []byte) error
+}
+
+// Result is the ioctl's outcome: it fails with Errno when that is set,
+// otherwise it returns Val (negative only for old-driver NTSTATUS results).
+type Result struct {
+	Val   int64
+	Errno syscall.Errno
+	// Gone is set when the request stopped being live before anything
+	// acted on it; no answer is needed.
+	Gone bool
+}
+
+// Stats counts what happened, for the report.
+type Stats struct {
+	Calls         map[string]uint64 `json:"calls"`
+	Failures      map[string]uint64 `json:"failures"`
+	HandlesOpened uint64            `json:"handles_opened"`
+	HandlesClosed uint64            `json:"handles_closed"`
+	// HandlesLeaked counts handles whose process exited (or outlived
+	// dxgsim) without closing them, plus handles an ENUMADAPTERS3
+	// overrun opened and never returned.
+	HandlesLeaked uint64 `json:"handles_leaked"`
+}
+
+// maxMisuse bounds the misuse lines kept verbatim so a load test that
+// misbehaves a million times cannot exhaust memory; the total still counts.
+const maxMisuse = 200
+
+// maxHandlesPerProcess bounds one process's handle table; a client that
+// enumerates in a loop without closing fails with ENOMEM, not the sim.
+const maxHandlesPerProcess = 1 << 16
+
+// Kernel is the emulated driver plus host. It is safe for concurrent use.
+type Kernel struct {
+	cfg  Config
+	host *host
+
+	mu          sync.Mutex
+	procs       map[Process]*process
+	stats       Stats
+	misuse      []string
+	misuseTotal int
+}
+
+// process is the driver's per-process state: its handle table.
+type process struct {
+	comm    string
+	next    uint32         // handle counter: closed handles never come back
+	handles map[uint32]int // handle -> adapter index
+}
+
+// New returns a kernel for cfg; cfg must Validate.
+func New(cfg Config) (*Kernel, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Kernel{
+		cfg:   cfg,
+		host:  newHost(cfg),
+		procs: map[Process]*process{},
+		stats: Stats{Calls: map[string]uint64{}, Failures: map[string]uint64{}},
+	}, nil
+}
+
+// Ioctl performs one dxg ioctl for c. It reads the arguments and buffers
+// from mem, then calls live; only if live returns true does it open or
+// close handles and write results to mem.
+func (k *Kernel) Ioctl(c Caller, req uint32, arg uint64, mem Memory, live func() bool) Result {
+	name := RequestName(req)
+	var r Result
+	switch req {
+	case LX_DXENUMADAPTERS2:
+		r = k.enumAdapters2(c, arg, mem, live)
+	case LX_DXENUMADAPTERS3:
+		r = k.enumAdapters3(c, arg, mem, live)
+	case LX_DXCLOSEADAPTER:
+		r = k.closeAdapter(c, arg, mem, live)
+	case LX_DXOPENADAPTERFROMLUID:
+		r = k.openAdapterFromLUID(c, arg, mem, live)
+	case LX_DXQUERYADAPTERINFO:
+		r = k.queryAdapterInfo(c, arg, mem, live)
+	default:
+		r = Result{Errno: syscall.ENOTTY}
+	}
+	if r.Gone {
+		return r
+	}
+	k.mu.Lock()
+	k.stats.Calls[name]++
+	if r.Errno != 0 || r.Val < 0 {
+		k.stats.Failures[name]++
+	}
+	k.mu.Unlock()
+	return r
+}
+
+// fail is a failure the driver itself detects. Old drivers reported those
+// as NTSTATUS too; ENOTTY comes from the ioctl dispatcher and stays errno.
+func (k *Kernel) fail(e syscall.Errno) Result {
+	if !k.cfg.NTStatus || e == syscall.ENOTTY {
+		return Result{Errno: e}
+	}
+	nt := uint32(statusInvalidParameter)
+	switch e {
+	case syscall.EOVERFLOW:
+		nt = statusBufferTooSmall
+	case syscall.EPERM:
+		nt = statusNotSupported
+	case syscall.ENODEV:
+		nt = statusDeviceRemoved
+	case syscall.ENOMEM:
+		nt = statusNoMemory
+	case syscall.EACCES:
+		nt = statusAccessDenied
+	case syscall.EBADF:
+		nt = statusInvalidHandle
+	}
+	return Result{Val: int64(int32(nt))}
+}
+
+// hostFail is a failure NTSTATUS from the host: current drivers translate
+// it to an errno (ntstatus2int), old ones returned it raw.
+func (k *Kernel) hostFail(nt uint32) Result {
+	if k.cfg.NTStatus {
+		return Result{Val: int64(int32(nt))}
+	}
+	e := syscall.EINVAL
+	switch nt {
+	case statusBufferTooSmall:
+		e = syscall.EOVERFLOW
+	case statusNotSupported, statusNotImplemented:
+		e = syscall.EPERM
+	case statusNotFound:
+		e = syscall.ENOENT
+	case statusAccessDenied:
+		e = syscall.EACCES
+	case statusDeviceRemoved:
+		e = syscall.ENODEV
+	case statusInvalidHandle:
+		e = syscall.EBADF
+	case statusTimeout:
+		e = syscall.EAGAIN
+	}
+	return Result{Errno: e}
+}
+
+func (k *Kernel) read(mem Memory, addr uint64, n int) ([]byte, bool) {
+	b := make([]byte, n)
+	if addr == 0 || mem.Read(addr, b) != nil {
+		return nil, false
+	}
+	return b, true
+}
+
+// enumerable lists the adapter indexes an enumeration returns, in host
+// order: compute-only (MCDM) adapters only when asked for.
+func (k *Kernel) enumerable(includeComputeOnly bool) []int {
+	var idx []int
+	for i, a := range k.host.adapters {
+		if a.ComputeOnly() && !includeComputeOnly {
+			continue
+		}
+		idx = append(idx, i)
+	}
+	return idx
+}
+
+func (k *Kernel) enumAdapters2(c Caller, arg uint64, mem Memory, live func() bool) Result {
+	args, ok := k.read(mem, arg, sizeEnumAdapters2)
+	if !ok {
+		return k.fail(syscall.EFAULT)
+	}
+	capacity, adapters := le.Uint32(args[0:]), le.Uint64(args[8:])
+	total := uint32(len(k.host.adapters))
+	if adapters == 0 {
+		if !live() {
+			return Result{Gone: true}
+		}
+		return k.writeCount(mem, arg, total)
+	}
+	// The order matters: a capacity both too small and too large cannot
+	// happen, but EOVERFLOW is checked first in the driver.
+	if capacity < total {
+		return k.fail(syscall.EOVERFLOW)
+	}
+	if capacity > adaptersMax {
+		return k.fail(syscall.EINVAL)
+	}
+	return k.fill(c, mem, arg, adapters, k.enumerable(false), live)
+}
+
+func (k *Kernel) enumAdapters3(c Caller, arg uint64, mem Memory, live func() bool) Result {
+	if k.cfg.OldKernel {
+		return Result{Errno: syscall.ENOTTY}
+	}
+	args, ok := k.read(mem, arg, sizeEnumAdapters3)
+	if !ok {
+		return k.fail(syscall.EFAULT)
+	}
+	filter, capacity, adapters := le.Uint64(args[0:]), le.Uint32(args[8:]), le.Uint64(args[16:])
+	countAt := arg + 8
+	total := uint32(len(k.host.adapters))
+	if adapters == 0 || capacity == 0 {
+		if !live() {
+			return Result{Gone: true}
+		}
+		return k.writeCount(mem, countAt, total)
+	}
+	if capacity > enum3CapacityMax {
+		return k.fail(syscall.EINVAL)
+	}
+	list := k.enumerable(filter&filterIncludeComputeOnly != 0)
+	if !live() {
+		return Result{Gone: true}
+	}
+	if capacity < total {
+		k.recordMisuse(fmt.Sprintf("%s: ENUMADAPTERS3 fill with capacity %d below the adapter count %d: "+
+			"the real driver writes past its buffer and leaks handles; always pass capacity 64", c, capacity, total))
+	}
+	if uint32(len(list)) > capacity {
+		// What the driver does after overrunning its array: handles
+		// opened but never returned, the count written, success.
+		k.mu.Lock()
+		k.stats.HandlesOpened += uint64(len(list))
+		k.stats.HandlesLeaked += uint64(len(list))
+		k.mu.Unlock()
+		return k.writeCount(mem, countAt, total)
+	}
+	return k.fill(c, mem, countAt, adapters, list, func() bool { return true })
+}
+
+// writeCount stores a u32 adapter count at addr and succeeds.
+func (k *Kernel) writeCount(mem Memory, addr uint64, n uint32) Result {
+	var b [4]byte
+	le.PutUint32(b[:], n)
+	if mem.Write(addr, b[:]) != nil {
+		return k.fail(syscall.EFAULT)
+	}
+	return Result{}
+}
+
+// fill opens one new handle per listed adapter, writes the count at
+// countAt and the adapterinfo array at array. On a write fault the handles
+// are closed again, as the driver does.
+func (k *Kernel) fill(c Caller, mem Memory, countAt, array uint64, list []int, live func() bool) Result {
+	if !live() {
+		return Result{Gone: true}
+	}
+	handles, err := k.open(c, list)
+	if err != 0 {
+		return k.fail(err)
+	}
+	buf := make([]byte, sizeAdapterInfo*len(list))
+	for n, i := range list {
+		a := k.host.adapters[i]
+		e := buf[n*sizeAdapterInfo:]
+		le.PutUint32(e[0:], handles[n])
+		le.PutUint32(e[4:], a.LUIDLow)
+		le.PutUint32(e[8:], a.LUIDHigh)
+		// num_sources and precise_present_regions stay 0: no display.
+	}
+	var cnt [4]byte
+	le.PutUint32(cnt[:], uint32(len(list)))
+	if mem.Write(countAt, cnt[:]) != nil || len(buf) > 0 && mem.Write(array, buf) != nil {
+		k.closeAll(c.Process, handles)
+		return k.fail(syscall.EFAULT)
+	}
+	return Result{}
+}
+
+// open adds one handle per adapter index to c's handle table.
+func (k *Kernel) open(c Caller, list []int) ([]uint32, syscall.Errno) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	p := k.procs[c.Process]
+	if p == nil {
+		p = &process{comm: c.Comm, handles: map[uint32]int{}}
+		k.procs[c.Process] = p
+	}
+	if len(p.handles)+len(list) > maxHandlesPerProcess {
+		return nil, syscall.ENOMEM
+	}
+	hs := make([]uint32, len(list))
+	for n, i := range list {
+		hs[n] = handleBase + p.next*handleStep
+		p.next++
+		p.handles[hs[n]] = i
+	}
+	k.stats.HandlesOpened += uint64(len(list))
+	return hs, 0
+}
+
+func (k *Kernel) closeAll(p Process, hs []uint32) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, h := range hs {
+		delete(k.procs[p].handles, h)
+	}
+	k.stats.HandlesOpened -= uint64(len(hs))
+}
+
+// adapterOf returns the adapter index behind c's handle h.
+func (k *Kernel) adapterOf(p Process, h uint32) (int, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if pr := k.procs[p]; pr != nil {
+		i, ok := pr.handles[h]
+		return i, ok
+	}
+	return 0, false
+}
+
+func (k *Kernel) closeAdapter(c Caller, arg uint64, mem Memory, live func() bool) Result {
+	args, ok := k.read(mem, arg, sizeCloseAdapter)
+	if !ok {
+		return k.fail(syscall.EFAULT)
+	}
+	if !live() {
+		return Result{Gone: true}
+	}
+	h := le.Uint32(args)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	p := k.procs[c.Process]
+	if p == nil {
+		return k.fail(syscall.EINVAL)
+	}
+	if _, ok := p.handles[h]; !ok {
+		return k.fail(syscall.EINVAL)
+	}
+	delete(p.handles, h)
+	k.stats.HandlesClosed++
+	return Result{}
+}
+
+func (k *Kernel) openAdapterFromLUID(c Caller, arg uint64, mem Memory, live func() bool) Result {
+	args, ok := k.read(mem, arg, sizeOpenAdapterFromLUID)
+	if !ok {
+		return k.fail(syscall.EFAULT)
+	}
+	low, high := le.Uint32(args[0:]), le.Uint32(args[4:])
+	idx := -1
+	for i, a := range k.host.adapters {
+		if a.LUIDLow == low && a.LUIDHigh == high {
+			idx = i
+			break
+		}
+	}
+	if idx < 0 {
+		return k.fail(syscall.EINVAL)
+	}
+	if !live() {
+		return Result{Gone: true}
+	}
+	hs, err := k.open(c, []int{idx})
+	if err != 0 {
+		return k.fail(err)
+	}
+	var b [4]byte
+	le.PutUint32(b[:], hs[0])
+	if mem.Write(arg+8, b[:]) != nil {
+		k.closeAll(c.Process, hs)
+		return k.fail(syscall.EFAULT)
+	}
+	return Result{}
+}
+
+func (k *Kernel) queryAdapterInfo(c Caller, arg uint64, mem Memory, live func() bool) Result {
+	args, ok := k.read(mem, arg, sizeQueryAdapterInfo)
+	if !ok {
+		return k.fail(syscall.EFAULT)
+	}
+	h, typ := le.Uint32(args[0:]), le.Uint32(args[4:])
+	data, size := le.Uint64(args[8:]), le.Uint32(args[16:])
+	if size == 0 || size > maxPrivateData {
+		return k.fail(syscall.EINVAL)
+	}
+	idx, ok := k.adapterOf(c.Process, h)
+	if !ok {
+		return k.fail(syscall.EINVAL)
+	}
+	buf, ok := k.read(mem, data, int(size))
+	if !ok {
+		return k.fail(syscall.EFAULT)
+	}
+	if !live() {
+		return Result{Gone: true}
+	}
+	if nt := k.host.queryAdapterInfo(idx, typ, buf); nt != statusSuccess {
+		return k.hostFail(nt)
+	}
+	if typ == qaiAdapterType || typ == qaiAdapterTypeRender {
+		t := le.Uint32(buf)
+		t |= typeParavirtualized
+		t &^= typeDisplay | typePost | typeIndirectDisplay | typeACG | typeTimingsFromVidPN
+		le.PutUint32(buf, t)
+	}
+	if mem.Write(data, buf) != nil {
+		return k.fail(syscall.EFAULT)
+	}
+	return Result{}
+}
+
+func (k *Kernel) recordMisuse(msg string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.recordMisuseLocked(msg)
+}
+
+func (k *Kernel) recordMisuseLocked(msg string) {
+	k.misuseTotal++
+	if len(k.misuse) < maxMisuse {
+		k.misuse = append(k.misuse, msg)
+	}
+}
+
+// Tracked lists the processes that have a handle table.
+func (k *Kernel) Tracked() []Process {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	ps := make([]Process, 0, len(k.procs))
+	for p := range k.procs {
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// ProcessExited drops p's handle table; handles still in it were never
+// closed, which is recorded as misuse. Calling it twice is harmless.
+func (k *Kernel) ProcessExited(p Process) {
+	k.finish(p, "exited")
+}
+
+// ProcessOutlived is ProcessExited for a process still running when
+// dxgsim stops: holding handles that long is a leak as well.
+func (k *Kernel) ProcessOutlived(p Process) {
+	k.finish(p, "was still running when dxgsim stopped")
+}
+
+func (k *Kernel) finish(p Process, how string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	pr := k.procs[p]
+	delete(k.procs, p)
+	if pr == nil || len(pr.handles) == 0 {
+		return
+	}
+	hs := make([]uint32, 0, len(pr.handles))
+	for h := range pr.handles {
+		hs = append(hs, h)
+	}
+	sort.Slice(hs, func(a, b int) bool { return hs[a] < hs[b] })
+	var list []string
+	for n, h := range hs {
+		if n == 8 {
+			list = append(list, "...")
+			break
+		}
+		list = append(list, fmt.Sprintf("0x%x", h))
+	}
+	k.stats.HandlesLeaked += uint64(len(hs))
+	k.recordMisuseLocked(fmt.Sprintf("%s %s with %d adapter handle(s) never closed (%s): call CLOSEADAPTER for every handle an enumeration returns",
+		Caller{Process: p, Comm: pr.comm}, how, len(hs), strings.Join(list, ", ")))
+}
+
+// Stats returns a copy of the counters.
+func (k *Kernel) Stats() Stats {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s := k.stats
+	s.Calls = copyMap(k.stats.Calls)
+	s.Failures = copyMap(k.stats.Failures)
+	return s
+}
+
+func copyMap(m map[string]uint64) map[string]uint64 {
+	c := make(map[string]uint64, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+// Misuse returns the recorded misuse lines (at most maxMisuse) and how
+// many there were in total.
+func (k *Kernel) Misuse() ([]string, int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]string(nil), k.misuse...), k.misuseTotal
+}
