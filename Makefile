@@ -28,7 +28,7 @@ demo: setup build tools
 ## test: everything CI runs: lint, unit, integration and end-to-end tests
 test: setup lint
 	$(GO) test -count=1 -timeout 40m ./...
-	./hack/fuzz.sh 10s
+	./hack/fuzz.sh 200000x
 
 unit:
 	$(GO) test -count=1 -short ./...
