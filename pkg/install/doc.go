@@ -1,0 +1,45 @@
+// Package install wires wsl-gpu-hook into container engines and takes it
+// out again without breaking the operator's configuration.
+//
+// # Model
+//
+// Each engine function ([Docker], [Podman], [Containerd]) only reads: it
+// returns a [Plan], a list of [Change] values (one file or link each, with
+// its old and new content) and what the operator does next. Nothing is
+// written until [Apply] carries the plan out, so a dry run is a plan that
+// is printed ([Diff]) instead of applied. Every problem is found while
+// planning: a malformed file, a name that belongs to someone else, or a
+// table defined twice refuses the whole engine and nothing is changed.
+//
+// # What it owns, per file
+//
+//   - BinDir/nvidia-container-runtime-hook and BinDir/wsl-gpu-runtime:
+//     symlinks to the hook binary, made only where the name is free and
+//     removed only while they still point at the hook binary.
+//   - /etc/docker/daemon.json: the member "wsl-gpu" of "runtimes" (and
+//     "runtimes" itself when the file had none). It is inserted and removed
+//     as text, so every other byte of the file stays as it was and install
+//     followed by uninstall gives the original bytes back. default-runtime
+//     is never set.
+//   - /usr/share/containers/oci/hooks.d/wsl-gpu-hook.json: the whole file.
+//   - /etc/containerd/config.toml: one block between a "# BEGIN
+//     wsl-gpu-hook" and a "# END wsl-gpu-hook" line, appended at the end.
+//     The rest of the file (keys, comments, formatting) is never parsed
+//     back into text, only checked.
+//
+// It never touches anything else: no other daemon.json key, no other
+// runtime, no other hooks.d file, no containerd table outside the block,
+// no service unit, and it restarts no daemon.
+//
+// # Writing
+//
+// [Apply] writes each file atomically (a temporary file in the same
+// directory renamed over it, with the original mode and owner), keeps the
+// previous content as <file>.wsl-gpu-hook.bak, creates missing parent
+// directories, and refuses a file that changed since it was planned. If a
+// step fails, the steps already done are undone. A second install plans no
+// changes at all.
+//
+// Paths in a plan are system paths; [Options.Prefix] is prepended when
+// reading and writing, so tests and packagers work in a scratch tree.
+package install
