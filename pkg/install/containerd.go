@@ -102,7 +102,7 @@ func Containerd(o Options, uninstall bool) (*Plan, error) {
 	}
 	updated = append(updated, block...)
 	if err := checkHandler(updated, plugin, filepath.Join(o.BinDir, wrapperName)); err != nil {
-		return nil, refuse([]error{fmt.Errorf("%s: with the handler appended the file does not parse (%v): add it by hand from config/containerd/config-v%d.toml", containerdCfg, err, max(version, 2))})
+		return nil, refuse([]error{fmt.Errorf("%s: with the handler appended the file does not parse (%v): add the wsl-gpu handler by hand where the file defines its runtimes", containerdCfg, err)})
 	}
 	if !bytes.Equal(old, updated) {
 		p.Changes = append(p.Changes, Change{Path: containerdCfg, Old: old, New: updated})
@@ -156,7 +156,7 @@ func handlerBlock(h handler) ([]byte, error) {
 	if h.fresh {
 		b.WriteString("version = 2\n")
 	}
-	base := fmt.Sprintf("plugins.%s.containerd.runtimes", tomlString(h.plugin))
+	base := fmt.Sprintf("plugins.%s.containerd.runtimes", tomlKey(h.plugin))
 	if h.withRunc {
 		fmt.Fprintf(&b, "[%s.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n", base)
 	}
@@ -274,6 +274,18 @@ func lookup(m map[string]any, keys ...string) map[string]any {
 		m = next
 	}
 	return m
+}
+
+// tomlKey is s as a TOML key: bare when it can be, quoted otherwise.
+func tomlKey(s string) string {
+	bare := s != ""
+	for _, r := range s {
+		bare = bare && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+	}
+	if bare {
+		return s
+	}
+	return tomlString(s)
 }
 
 // tomlString quotes s as a TOML basic string.
