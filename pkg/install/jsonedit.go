@@ -50,7 +50,11 @@ func parseJSONDoc(name string, data []byte) (*jsonDoc, error) {
 	if err := json.Unmarshal(data[start:], &v); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			line, col := lineCol(data, start+int(se.Offset)-1)
+			at := start + int(se.Offset) - 1 // the offending byte
+			if strings.HasPrefix(se.Error(), "unexpected end") {
+				at = len(data) // the input ended early: point past its end
+			}
+			line, col := lineCol(data, at)
 			return nil, fmt.Errorf("%s:%d:%d: %v: fix the file by hand", name, line, col, err)
 		}
 		return nil, fmt.Errorf("%s: %v: fix the file by hand", name, err)
