@@ -55,44 +55,60 @@ func Containerd(o Options, uninstall bool) (*Plan, error) {
 	if err != nil {
 		return nil, refuse([]error{err})
 	}
-	rest, had, err := cutBlock(containerdCfg, old)
+	updated, warnings, err := containerdConfig(old, o, uninstall)
 	if err != nil {
 		return nil, refuse([]error{err})
 	}
+	p.Warnings = warnings
+	if !bytes.Equal(old, updated) || (old == nil) != (updated == nil) {
+		p.Changes = append(p.Changes, Change{Path: containerdCfg, Old: old, New: updated})
+	}
+	return p, nil
+}
+
+// containerdConfig returns config.toml with the block (re)written, or
+// without it for uninstall; nil means no file.
+func containerdConfig(old []byte, o Options, uninstall bool) ([]byte, []string, error) {
+	rest, had, err := cutBlock(containerdCfg, old)
+	if err != nil {
+		return nil, nil, err
+	}
 	var cfg map[string]any
 	if err := toml.Unmarshal(rest, &cfg); err != nil {
-		return nil, refuse([]error{tomlError(containerdCfg, err)})
+		return nil, nil, tomlError(containerdCfg, err)
 	}
 	if uninstall {
-		if had {
-			p.Changes = append(p.Changes, Change{Path: containerdCfg, Old: old, New: rest})
+		if !had {
+			return old, nil, nil
 		}
-		return p, nil
+		return rest, nil, nil
 	}
 
 	version, fresh, err := configVersion(cfg)
 	if err != nil {
-		return nil, refuse([]error{err})
+		return nil, nil, err
 	}
 	plugin := criPlugin[version]
 	runtimes := lookup(cfg, "plugins", plugin, "containerd", "runtimes")
 	if _, taken := runtimes[runtimeName]; taken {
-		return nil, refuse([]error{fmt.Errorf("%s: [plugins.%q.containerd.runtimes.%s] is already defined outside wsl-gpu-hook's block: remove it to let wsl-gpu-hook manage it, or keep yours and skip this install", containerdCfg, plugin, runtimeName)})
+		return nil, nil, fmt.Errorf("%s: [plugins.%q.containerd.runtimes.%s] is already defined outside wsl-gpu-hook's block: remove it to let wsl-gpu-hook manage it, or keep yours and skip this install", containerdCfg, plugin, runtimeName)
 	}
+	var warnings []string
 	if imports, _ := cfg["imports"].([]any); len(imports) > 0 {
-		p.Warnings = append(p.Warnings, fmt.Sprintf("%s imports other files: a CRI plugin section in one of them replaces this file's, handler included", containerdCfg))
+		warnings = append(warnings, fmt.Sprintf("%s imports other files: a CRI plugin section in one of them replaces this file's, handler included", containerdCfg))
 	}
+	wrapper := filepath.Join(o.BinDir, wrapperName)
 	block, err := handlerBlock(handler{
 		version:     version,
 		fresh:       fresh,
 		plugin:      plugin,
-		wrapper:     filepath.Join(o.BinDir, wrapperName),
+		wrapper:     wrapper,
 		annotations: passAnnotations(o.annotation()),
 		withRunc:    len(runtimes) == 0,
 		options:     lookup(runtimes, "runc", "options"),
 	})
 	if err != nil {
-		return nil, refuse([]error{err})
+		return nil, nil, err
 	}
 	updated := slices.Clone(rest)
 	if len(updated) > 0 {
@@ -101,13 +117,10 @@ func Containerd(o Options, uninstall bool) (*Plan, error) {
 		updated = append(updated, '\n')
 	}
 	updated = append(updated, block...)
-	if err := checkHandler(updated, plugin, filepath.Join(o.BinDir, wrapperName)); err != nil {
-		return nil, refuse([]error{fmt.Errorf("%s: with the handler appended the file does not parse (%v): add the wsl-gpu handler by hand where the file defines its runtimes", containerdCfg, err)})
+	if err := checkHandler(updated, plugin, wrapper); err != nil {
+		return nil, nil, fmt.Errorf("%s: with the handler appended the file does not parse (%v): add the wsl-gpu handler by hand where the file defines its runtimes", containerdCfg, err)
 	}
-	if !bytes.Equal(old, updated) {
-		p.Changes = append(p.Changes, Change{Path: containerdCfg, Old: old, New: updated})
-	}
-	return p, nil
+	return updated, warnings, nil
 }
 
 // configVersion reads the top-level version key. fresh means the file

@@ -167,7 +167,7 @@ func addDockerRuntime(name string, data []byte, wrapper string) ([]byte, error) 
 		return nil, err
 	}
 	top := d.style(d.top, nil)
-	rt, ok, err := d.lookup(d.top, "runtimes")
+	rt, ok, err := d.lookup(d.top, "runtimes", true)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +179,7 @@ func addDockerRuntime(name string, data []byte, wrapper string) ([]byte, error) 
 		return nil, err
 	}
 	style := d.style(runtimes, &top)
-	m, ok, err := d.lookup(runtimes, runtimeName)
+	m, ok, err := d.lookup(runtimes, runtimeName, false)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +205,7 @@ func removeDockerRuntime(name string, data []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt, ok, err := d.lookup(d.top, "runtimes")
+	rt, ok, err := d.lookup(d.top, "runtimes", true)
 	if err != nil || !ok {
 		return data, err
 	}
@@ -213,7 +213,7 @@ func removeDockerRuntime(name string, data []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, ok, err = d.lookup(runtimes, runtimeName)
+	_, ok, err = d.lookup(runtimes, runtimeName, false)
 	if err != nil || !ok {
 		return data, err
 	}

@@ -160,6 +160,8 @@ func TestDockerRefusals(t *testing.T) {
 			want: `/etc/docker/daemon.json:2: "runtimes" is a string, not an object: fix the file by hand; nothing was changed`},
 		{name: "runtimes given twice", fixture: "daemon-duplicate.json",
 			want: `/etc/docker/daemon.json:4: "runtimes" is given twice: keep one and run again; nothing was changed`},
+		{name: "runtimes in other letter case", fixture: "daemon-runtimes-case.json",
+			want: `/etc/docker/daemon.json:2: "Runtimes" is read as "runtimes": rename it and run again; nothing was changed`},
 		{name: "NVIDIA's hook in BinDir", fixture: "daemon-nvidia.json",
 			setup: func(t *testing.T, o Options) { write(t, o, "/usr/local/bin/"+nvidiaHook, []byte("\x7fELF")) },
 			want:  "/usr/local/bin/nvidia-container-runtime-hook is NVIDIA's nvidia-container-toolkit hook: remove the toolkit or use `wsl-gpu-hook install cdi` instead; nothing was changed"},

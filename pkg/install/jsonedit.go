@@ -112,12 +112,20 @@ func (d *jsonDoc) object(at int) (jsonObject, error) {
 
 // lookup finds key in o. A key given twice is refused: engines keep the
 // last one, a reader of the file may see the first, and either edit would
-// be a guess.
-func (d *jsonDoc) lookup(o jsonObject, key string) (jsonMember, bool, error) {
+// be a guess. So is, with fold set, the key spelled in other letter case:
+// Go's encoding/json, which dockerd decodes daemon.json with, matches
+// struct fields regardless of case.
+func (d *jsonDoc) lookup(o jsonObject, key string, fold bool) (jsonMember, bool, error) {
 	var found []jsonMember
 	for _, m := range o.members {
-		if m.key == key {
+		if m.key == key || fold && strings.EqualFold(m.key, key) {
 			found = append(found, m)
+		}
+	}
+	for _, m := range found {
+		if m.key != key {
+			line, _ := lineCol(d.data, m.keyStart)
+			return jsonMember{}, false, fmt.Errorf("%s:%d: %q is read as %q: rename it and run again", d.name, line, m.key, key)
 		}
 	}
 	switch len(found) {
