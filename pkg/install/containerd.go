@@ -47,7 +47,7 @@ func Containerd(o Options, uninstall bool) (*Plan, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	p := &Plan{Next: "restart containerd to load the wsl-gpu handler: systemctl restart containerd; for Kubernetes, kubectl apply -f config/kubernetes/runtimeclass.yaml"}
+	p := &Plan{Next: "restart containerd to load the wsl-gpu handler: systemctl restart containerd; for Kubernetes, add a RuntimeClass with handler wsl-gpu (config/kubernetes/runtimeclass.yaml)"}
 	if uninstall {
 		p.Next = "restart containerd to drop the wsl-gpu handler: systemctl restart containerd"
 	}

@@ -16,20 +16,30 @@
 //   - BinDir/nvidia-container-runtime-hook and BinDir/wsl-gpu-runtime:
 //     symlinks to the hook binary, made only where the name is free and
 //     removed only while they still point at the hook binary.
+//     A nvidia-container-runtime-hook anywhere on dockerd's default PATH
+//     that is not ours stops the Docker install: it is NVIDIA's toolkit's.
 //   - /etc/docker/daemon.json: the member "wsl-gpu" of "runtimes" (and
 //     "runtimes" itself when the file had none). It is inserted and removed
-//     as text, so every other byte of the file stays as it was and install
-//     followed by uninstall gives the original bytes back. default-runtime
-//     is never set.
+//     as text, laid out like its neighbours, so every other byte of the
+//     file stays as it was and install followed by uninstall gives the
+//     original bytes back. default-runtime is never set. A file install
+//     created is left as "{}" by uninstall.
 //   - /usr/share/containers/oci/hooks.d/wsl-gpu-hook.json: the whole file.
 //   - /etc/containerd/config.toml: one block between a "# BEGIN
 //     wsl-gpu-hook" and a "# END wsl-gpu-hook" line, appended at the end.
-//     The rest of the file (keys, comments, formatting) is never parsed
-//     back into text, only checked.
+//     The rest of the file (keys, comments, formatting) is only checked,
+//     never re-encoded. A file install created is removed by uninstall.
 //
 // It never touches anything else: no other daemon.json key, no other
 // runtime, no other hooks.d file, no containerd table outside the block,
-// no service unit, and it restarts no daemon.
+// no service unit, and it restarts no daemon. What may keep a change from
+// working without being wrong (BinDir off dockerd's default PATH, a
+// containerd file with imports, an /etc/containers/oci/hooks.d file
+// masking ours) is a Plan warning; a PATH set in docker.service is not
+// read.
+//
+// The CDI engine is not here: `install cdi` in cmd/wsl-gpu-hook builds
+// its own Plan (spec and refresh unit) and uses Apply and Diff.
 //
 // # Writing
 //
