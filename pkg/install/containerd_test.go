@@ -2,9 +2,11 @@ package install
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -232,5 +234,31 @@ func TestContainerdAcceptsResult(t *testing.T) {
 				t.Errorf("the default runtime %q has no handler any more: %v", def, rts)
 			}
 		})
+	}
+}
+
+// The shipped config/containerd/config-v{2,3}.toml hold the handler
+// install writes for the default paths.
+func TestContainerdMatchesShippedFiles(t *testing.T) {
+	for version, plugin := range map[int64]string{2: criPlugin[2], 3: criPlugin[3]} {
+		shipped, err := os.ReadFile(filepath.Join("../../config/containerd", fmt.Sprintf("config-v%d.toml", version)))
+		if err != nil {
+			t.Skipf("shipped file: %v", err)
+		}
+		block, err := handlerBlock(handler{version: version, plugin: plugin, wrapper: wrapper, annotations: passAnnotations(DefaultAnnotation)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b map[string]any
+		if err := toml.Unmarshal(shipped, &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := toml.Unmarshal(block, &b); err != nil {
+			t.Fatal(err)
+		}
+		want, got := lookup(a, "plugins", plugin, "containerd", "runtimes"), lookup(b, "plugins", plugin, "containerd", "runtimes")
+		if !reflect.DeepEqual(want, got) {
+			t.Errorf("version %d: shipped %v\ninstall writes %v", version, want, got)
+		}
 	}
 }
