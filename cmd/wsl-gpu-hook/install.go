@@ -46,6 +46,7 @@ func runInstall(cfg config.Config, args []string, stdout io.Writer, uninstall bo
 		*hook = self
 	}
 	o.HookPath, o.BinDir = *hook, filepath.Dir(*hook)
+	o.Annotation = cfg.RequestAnnotation
 
 	for _, engine := range engines {
 		var p *install.Plan
@@ -64,6 +65,9 @@ func runInstall(cfg config.Config, args []string, stdout io.Writer, uninstall bo
 		}
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", verb, engine, err)
+		}
+		for _, w := range p.Warnings {
+			fmt.Fprintf(stdout, "%s: warning: %s\n", engine, w)
 		}
 		if len(p.Changes) == 0 {
 			fmt.Fprintf(stdout, "%s: nothing to change\n", engine)
