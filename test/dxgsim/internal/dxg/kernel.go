@@ -89,14 +89,14 @@ type Result struct {
 
 // Stats counts what happened, for the report.
 type Stats struct {
-	Calls         map[string]uint64 `json:"calls"`
-	Failures      map[string]uint64 `json:"failures"`
-	HandlesOpened uint64            `json:"handles_opened"`
-	HandlesClosed uint64            `json:"handles_closed"`
+	Calls         map[string]uint64
+	Failures      map[string]uint64
+	HandlesOpened uint64
+	HandlesClosed uint64
 	// HandlesLeaked counts handles whose process exited (or outlived
 	// dxgsim) without closing them, plus handles an ENUMADAPTERS3
 	// overrun opened and never returned.
-	HandlesLeaked uint64 `json:"handles_leaked"`
+	HandlesLeaked uint64
 }
 
 // maxMisuse bounds the misuse lines kept verbatim so a load test that

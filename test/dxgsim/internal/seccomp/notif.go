@@ -1,7 +1,6 @@
 package seccomp
 
 import (
-	"errors"
 	"fmt"
 	"syscall"
 	"unsafe"
@@ -42,52 +41,29 @@ var (
 	_ [unsafe.Sizeof(resp{}) - unix.SECCOMP_IOCTL_NOTIF_SEND>>16&0x3fff]struct{}
 )
 
-// ErrClosed is returned by Receive once no process uses the filter any
-// more, or after Stop.
-var ErrClosed = errors.New("seccomp listener closed")
-
-// Listener receives and answers notifications. Receive must be called
-// from one goroutine; Valid, Continue and Return from any.
+// Listener receives and answers notifications; all methods are safe to
+// call from several goroutines at once, and several may wait in Receive:
+// the kernel hands each notification to exactly one of them.
 type Listener struct {
-	fd   int
-	stop [2]int // pipe: writing to stop[1] wakes Receive for good
+	fd int
 }
 
 // NewListener takes ownership of fd, a listener from Install.
-func NewListener(fd int) (*Listener, error) {
-	l := &Listener{fd: fd}
-	if err := unix.Pipe2(l.stop[:], unix.O_CLOEXEC); err != nil {
-		return nil, fmt.Errorf("create listener stop pipe: %w", err)
-	}
-	return l, nil
-}
+func NewListener(fd int) *Listener { return &Listener{fd: fd} }
 
-// Receive waits for the next notification. It returns ErrClosed when every
-// process using the filter has exited or Stop was called.
+// Receive blocks until the next notification. A waiting Receive cannot be
+// interrupted, and closing the fd under it would let a later call reach
+// whatever reuses the number, so the listener is never closed: it goes away
+// with the supervisor process, and then callers still blocked in a filtered
+// system call fail with ENOSYS.
 func (l *Listener) Receive(n *Notif) error {
 	for {
-		fds := []unix.PollFd{{Fd: int32(l.fd), Events: unix.POLLIN}, {Fd: int32(l.stop[0]), Events: unix.POLLIN}}
-		if _, err := unix.Poll(fds, -1); err != nil {
-			if err == unix.EINTR {
-				continue
-			}
-			return fmt.Errorf("poll seccomp listener: %w", err)
-		}
-		if fds[1].Revents != 0 {
-			return ErrClosed
-		}
-		if fds[0].Revents&unix.POLLIN == 0 {
-			if fds[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0 {
-				return ErrClosed
-			}
-			continue
-		}
 		*n = Notif{} // the kernel insists on a zeroed buffer
 		err := ioctl(l.fd, unix.SECCOMP_IOCTL_NOTIF_RECV, unsafe.Pointer(n))
 		switch err {
 		case nil:
 			return nil
-		case unix.EINTR, unix.ENOENT: // ENOENT: the caller died meanwhile
+		case unix.ENOENT: // the caller died between queueing and now
 			continue
 		}
 		return fmt.Errorf("receive seccomp notification: %w", err)
@@ -124,19 +100,6 @@ func (l *Listener) send(r *resp) error {
 		return fmt.Errorf("answer seccomp notification: %w", err)
 	}
 	return nil
-}
-
-// Stop wakes Receive and makes it return ErrClosed.
-func (l *Listener) Stop() {
-	_, _ = unix.Write(l.stop[1], []byte{0})
-}
-
-// Close releases the fds; callers still blocked in the filtered system call
-// then fail with ENOSYS, as the kernel does without a supervisor.
-func (l *Listener) Close() error {
-	unix.Close(l.stop[0])
-	unix.Close(l.stop[1])
-	return unix.Close(l.fd)
 }
 
 func ioctl(fd int, req uint, arg unsafe.Pointer) error {
