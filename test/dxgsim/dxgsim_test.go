@@ -1,68 +1,59 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
 
-// tools are built once per test binary.
+// tools are the binaries a test runs, built into its own temp dir.
 type tools struct {
-	dir, sim, hook, client string
+	dir, sim, probe, hook string
 }
 
-func build(t *testing.T) *tools {
+// needRoot skips a test that drives dxgsim for real.
+func needRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: dxgsim makes device nodes and installs seccomp listeners")
+		t.Skip("needs root: dxgsim creates device nodes, installs seccomp listeners and reads other processes' memory")
 	}
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc not installed")
-	}
+}
+
+// build compiles dxgsim and its probe (and the hook when withHook) into a
+// directory the denied fault's unprivileged user can reach.
+func build(t *testing.T, withHook bool) *tools {
+	t.Helper()
+	needRoot(t)
 	dir := worldDir(t)
-	tl := &tools{dir: dir, sim: filepath.Join(dir, "dxgsim"), hook: filepath.Join(dir, "wsl-gpu-hook"), client: filepath.Join(dir, "client")}
-	for _, c := range [][]string{
-		{"go", "build", "-o", tl.sim, "."},
-		{"go", "build", "-o", tl.hook, "../../cmd/wsl-gpu-hook"},
-		{"gcc", "-O2", "-o", tl.client, "testdata/client.c"},
-	} {
-		cmd := exec.Command(c[0], c[1:]...)
+	tl := &tools{dir: dir, sim: filepath.Join(dir, "dxgsim"), probe: filepath.Join(dir, "dxgprobe"), hook: filepath.Join(dir, "wsl-gpu-hook")}
+	builds := [][]string{{"-o", tl.sim, "."}, {"-o", tl.probe, "./internal/dxgprobe"}}
+	if withHook {
+		builds = append(builds, []string{"-o", tl.hook, "../../cmd/wsl-gpu-hook"})
+	}
+	for _, b := range builds {
+		cmd := exec.Command("go", append([]string{"build"}, b...)...)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", strings.Join(c, " "), err, out)
+			t.Fatalf("go build %s: %v\n%s", strings.Join(b, " "), err, out)
 		}
 	}
 	return tl
 }
 
-// host lays out the fixture of profile p and a config pointing at it.
-func (tl *tools) host(t *testing.T, p simhost.Profile) (cfg, dev string) {
-	t.Helper()
-	root := filepath.Join(t.TempDir(), "host")
-	cache, _ := fixture.DefaultCacheDir()
-	if err := fixture.Build(root, p, fixture.Options{CacheDir: cache}); err != nil {
-		t.Fatal(err)
-	}
-	dev = filepath.Join(worldDir(t), "dxg")
-	cfg = filepath.Join(worldDir(t), "config.toml")
-	toml := fmt.Sprintf("dxg_device = %q\nlib_dir = %q\ndrivers_dir = %q\nlog_file = \"\"\n",
-		dev, filepath.Join(root, fixture.LibDir), filepath.Join(root, fixture.DriversDir))
-	if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return cfg, dev
-}
-
-// worldDir is a temp dir the "denied" fault's unprivileged user can reach.
+// worldDir is a temp dir that uid 65534 can enter.
 func worldDir(t *testing.T) string {
+	t.Helper()
 	d := t.TempDir()
 	for _, p := range []string{filepath.Dir(d), d} {
 		if err := os.Chmod(p, 0o755); err != nil {
@@ -77,6 +68,8 @@ type runResult struct {
 	stdout, stderr string
 }
 
+// run runs CMD under dxgsim with simArgs; it fails the test only if
+// dxgsim could not be started at all.
 func (tl *tools) run(t *testing.T, simArgs []string, cmd ...string) runResult {
 	t.Helper()
 	c := exec.Command(tl.sim, append(append(simArgs, "--"), cmd...)...)
@@ -92,197 +85,617 @@ func (tl *tools) run(t *testing.T, simArgs []string, cmd ...string) runResult {
 	return runResult{code, out.String(), errb.String()}
 }
 
-type infoJSON struct {
-	Ioctl    string `json:"ioctl"`
+// step mirrors dxgprobe's Result line.
+type step struct {
+	Op       string `json:"op"`
+	Ret      int64  `json:"ret"`
+	Errno    syscall.Errno
+	RawErrno int `json:"errno"`
+	Count    *uint32
+	RawCount *uint32 `json:"count"`
 	Adapters []struct {
-		Index    int    `json:"index"`
-		Vendor   string `json:"vendor"`
-		DeviceID string `json:"deviceId"`
-		LUID     string `json:"luid"`
-		Folder   string `json:"folder"`
-		Error    string `json:"error"`
+		Handle   uint32 `json:"handle"`
+		LUIDLow  uint32 `json:"luidLow"`
+		LUIDHigh uint32 `json:"luidHigh"`
 	} `json:"adapters"`
-	Skipped []string `json:"skipped"`
+	U32    []uint32 `json:"u32"`
+	U64    *uint64  `json:"u64"`
+	Text   *string  `json:"text"`
+	Status *uint32  `json:"status"`
+	Size   *uint32  `json:"size"`
+	Handle *uint32  `json:"handle"`
+	Child  []step   `json:"child"`
 }
 
-var vendorNames = map[uint32]string{simhost.VendorNVIDIA: "nvidia", simhost.VendorAMD: "amd", simhost.VendorIntel: "intel", simhost.VendorMicrosoft: "microsoft"}
+func (s *step) fix() {
+	s.Errno, s.Count = syscall.Errno(s.RawErrno), s.RawCount
+	for i := range s.Child {
+		s.Child[i].fix()
+	}
+}
 
-// Every profile: info lists every adapter with the right vendor, LUID and
-// folder as it is on disk (the host may spell it in another case).
-func TestInfoEveryProfile(t *testing.T) {
-	tl := build(t)
+func (s step) ok() bool { return s.Ret == 0 && s.Errno == 0 }
+
+// probe runs dxgprobe DEVICE STEPS under dxgsim and returns its lines,
+// indexed by op (the open line is "open").
+func (tl *tools) probeRun(t *testing.T, simArgs []string, dev string, steps ...string) (runResult, []step) {
+	t.Helper()
+	r := tl.run(t, simArgs, append([]string{tl.probe, dev}, steps...)...)
+	var out []step
+	sc := bufio.NewScanner(strings.NewReader(r.stdout))
+	for sc.Scan() {
+		var s step
+		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
+			t.Fatalf("probe line %q: %v\nstderr: %s", sc.Text(), err, r.stderr)
+		}
+		s.fix()
+		out = append(out, s)
+	}
+	if len(out) != 1+len(steps) && !(len(out) == 1 && out[0].Errno != 0) {
+		t.Fatalf("probe printed %d lines for %d steps (exit %d)\nstdout: %s\nstderr: %s", len(out), len(steps), r.code, r.stdout, r.stderr)
+	}
+	return r, out
+}
+
+func profile(t *testing.T, name string) simhost.Profile {
+	t.Helper()
+	p, err := simhost.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func misuseLines(stderr string) []string {
+	var m []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "dxgsim: misuse: ") {
+			m = append(m, l)
+		}
+	}
+	return m
+}
+
+func luids(as []simhost.Adapter) []string {
+	var s []string
+	for _, a := range as {
+		s = append(s, fmt.Sprintf("%x:%x", a.LUIDHigh, a.LUIDLow))
+	}
+	return s
+}
+
+func stepLUIDs(s step) []string {
+	var l []string
+	for _, a := range s.Adapters {
+		l = append(l, fmt.Sprintf("%x:%x", a.LUIDHigh, a.LUIDLow))
+	}
+	return l
+}
+
+// Every profile, read through raw ioctls: counts, both enumerations with
+// and without compute-only adapters, and every query the hook relies on,
+// compared with the profile.
+func TestEnumerateEveryProfile(t *testing.T) {
+	tl := build(t, false)
 	for _, name := range simhost.Names() {
 		t.Run(name, func(t *testing.T) {
-			p, _ := simhost.Lookup(name)
-			cfg, dev := tl.host(t, p)
-			r := tl.run(t, []string{"--profile", name, "--dev", dev}, tl.hook, "--config", cfg, "info", "--json")
-			if len(p.Adapters) == 0 {
-				want := "wsl-gpu-hook: info: no GPU adapters: the Windows host exposes none to WSL: install or update the Windows GPU driver, then run wsl --shutdown\n"
-				if r.code != 1 || r.stderr != want {
-					t.Fatalf("exit %d, stderr %q; want 1, %q", r.code, r.stderr, want)
+			p := profile(t, name)
+			var visible []simhost.Adapter
+			for _, a := range p.Adapters {
+				if !a.ComputeOnly() {
+					visible = append(visible, a)
 				}
-				return
 			}
-			if r.code != 0 {
-				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			steps := []string{"count2", "count3:0", "count3:1", "enum3:0:64", "close:all", "enum2:64", "close:all", "enum3:1:64"}
+			for i := range p.Adapters {
+				steps = append(steps, fmt.Sprintf("query:%d:13:4", i), fmt.Sprintf("query:%d:57:4", i),
+					fmt.Sprintf("query:%d:30:4", i), fmt.Sprintf("query:%d:31:28", i),
+					fmt.Sprintf("query:%d:65:8192", i), fmt.Sprintf("registry:%d", i))
 			}
-			var info infoJSON
-			if err := json.Unmarshal([]byte(r.stdout), &info); err != nil {
-				t.Fatalf("info --json: %v\n%s", err, r.stdout)
+			steps = append(steps, "close:all")
+			dev := filepath.Join(t.TempDir(), "dxg")
+			r, s := tl.probeRun(t, []string{"--profile", name, "--dev", dev}, dev, steps...)
+			if r.code != 0 || len(misuseLines(r.stderr)) != 0 {
+				t.Fatalf("exit %d, stderr %s", r.code, r.stderr)
 			}
-			if len(info.Adapters) != len(p.Adapters) || info.Ioctl != "ENUMADAPTERS3" {
-				t.Fatalf("%d adapters via %s, want %d via ENUMADAPTERS3", len(info.Adapters), info.Ioctl, len(p.Adapters))
+			for i, op := range []string{"count2", "count3:0", "count3:1"} {
+				// The count query counts every adapter, listed or not.
+				if c := s[1+i]; !c.ok() || *c.Count != uint32(len(p.Adapters)) {
+					t.Errorf("%s = %d (%v), want %d", op, *c.Count, c.Errno, len(p.Adapters))
+				}
+			}
+			tests := []struct {
+				step step
+				want []simhost.Adapter
+			}{{s[4], visible}, {s[6], visible}, {s[8], p.Adapters}}
+			seen := map[uint32]bool{}
+			for _, tt := range tests {
+				if !tt.step.ok() || *tt.step.Count != uint32(len(tt.want)) ||
+					strings.Join(stepLUIDs(tt.step), " ") != strings.Join(luids(tt.want), " ") {
+					t.Errorf("%s: %v count %d LUIDs %v, want %v", tt.step.Op, tt.step.Errno, *tt.step.Count, stepLUIDs(tt.step), luids(tt.want))
+				}
+				for _, a := range tt.step.Adapters {
+					if seen[a.Handle] || a.Handle == 0 {
+						t.Errorf("%s: handle %#x is zero or was given before: every enumeration opens new ones", tt.step.Op, a.Handle)
+					}
+					seen[a.Handle] = true
+				}
 			}
 			for i, a := range p.Adapters {
-				got := info.Adapters[i]
-				want := fmt.Sprintf("%d %s 0x%04x 0x%x %s", i, vendorNames[a.VendorID], a.DeviceID, a.LUIDLow, a.Folder)
-				if g := fmt.Sprintf("%d %s %s %s %s", got.Index, got.Vendor, got.DeviceID, got.LUID, got.Folder); g != want || got.Error != "" {
-					t.Errorf("adapter %d = %s (%s), want %s", i, g, got.Error, want)
+				q := s[9+6*i : 9+6*i+6]
+				for _, x := range q {
+					if !x.ok() {
+						t.Fatalf("adapter %d %s: %d %v", i, x.Op, x.Ret, x.Errno)
+					}
+				}
+				got := fmt.Sprintf("wddm %d type %#x phys %d ids %x desc %q path %q",
+					q[0].U32[0], q[1].U32[0], q[2].U32[0], q[3].U32[1:6], *q[4].Text, *q[5].Text)
+				want := fmt.Sprintf("wddm %d type %#x phys %d ids %x desc %q path %q",
+					a.WDDMVersion, a.Flags|simhost.FlagParavirtualized, 1,
+					[]uint32{a.VendorID, a.DeviceID, a.SubVendorID, a.SubSystemID, a.RevisionID}, a.Description, a.DriverStorePath)
+				if got != want {
+					t.Errorf("adapter %d:\n got %s\nwant %s", i, got, want)
+				}
+				if first := q[5].Child[0]; *first.Status != 1 || *first.Size != uint32(2*len(a.DriverStorePath)+2) {
+					t.Errorf("adapter %d registry first answer: status %d size %d, want BUFFER_OVERFLOW and the UTF-16 size with NUL", i, *first.Status, *first.Size)
 				}
 			}
 		})
 	}
 }
 
-// Every fault mode gives its one clear line or its warning, and never a
-// protocol misuse.
-func TestInfoFaults(t *testing.T) {
-	tl := build(t)
-	p, _ := simhost.Lookup("nvidia-laptop")
-	cfg, dev := tl.host(t, p)
+// ntstatus is how an old driver returned an NTSTATUS: sign-extended.
+func ntstatus(v uint32) int64 { return int64(int32(v)) }
+
+// The driver's rules and each fault, one probe run per case.
+func TestProtocol(t *testing.T) {
+	tl := build(t, false)
+	nvidia := profile(t, "nvidia-laptop")
+	type want struct {
+		step  int // index in the probe's output; 0 is the open
+		ret   int64
+		errno syscall.Errno
+		count int // -1: do not check
+	}
 	tests := []struct {
-		fault     []string
-		code      int
-		stderr    string // exact, when the command fails
-		stdoutHas string
-		jsonIoctl string
-		nAdapters int
+		name    string
+		profile string
+		faults  []string
+		dev     string // default: the simulated node
+		steps   []string
+		want    []want
+		check   func(t *testing.T, s []step)
 	}{
-		{fault: []string{"old-kernel"}, jsonIoctl: "ENUMADAPTERS2", nAdapters: 2},
-		{fault: []string{"query-fail=1"}, nAdapters: 1, stdoutHas: `"skipped": [`},
-		{fault: []string{"query-fail=1", "ntstatus"}, nAdapters: 1, stdoutHas: "NTSTATUS 0xC00002B6 (STATUS_DEVICE_REMOVED)"},
-		{fault: []string{"missing-folder=1"}, nAdapters: 2, stdoutHas: `driver store folder \"nvltwi.inf_amd64_ffffffffffffffff\" was not found under`},
-		{fault: []string{"zero-adapters"}, code: 1, stderr: "wsl-gpu-hook: info: no GPU adapters: the Windows host exposes none to WSL: install or update the Windows GPU driver, then run wsl --shutdown\n"},
-		{fault: []string{"denied"}, code: 1, stderr: "wsl-gpu-hook: info: open " + dev + ": permission denied: the GPU device is not accessible to this user: run as root or make /dev/dxg mode 0666 (WSL's default)\n"},
+		{
+			name:  "ENUMADAPTERS2 capacity below the count: EOVERFLOW, count not written back",
+			steps: []string{"enum2:1"},
+			want:  []want{{1, -1, syscall.EOVERFLOW, 1}},
+		},
+		{
+			name:  "ENUMADAPTERS2 capacity above 64: EINVAL",
+			steps: []string{"enum2:65"},
+			want:  []want{{1, -1, syscall.EINVAL, 65}},
+		},
+		{
+			name:    "ENUMADAPTERS2 needs room for compute-only adapters it does not list",
+			profile: "intel-npu",
+			steps:   []string{"count2", "enum2:1", "enum2:2", "close:all"},
+			want:    []want{{1, 0, 0, 2}, {2, -1, syscall.EOVERFLOW, 1}, {3, 0, 0, 1}, {4, 0, 0, -1}},
+		},
+		{
+			name:  "ENUMADAPTERS3 has no 64 limit",
+			steps: []string{"enum3:1:65", "close:all"},
+			want:  []want{{1, 0, 0, 2}},
+		},
+		{
+			name:  "CLOSEADAPTER of a handle never opened, and twice",
+			steps: []string{"close:0x7ffffff0", "enum3:1:64", "close:0x40000000", "close:0x40000000", "close:all"},
+			want:  []want{{1, -1, syscall.EINVAL, -1}, {3, 0, 0, -1}, {4, -1, syscall.EINVAL, -1}, {5, 0, 0, -1}},
+		},
+		{
+			name:  "another process's handle is EINVAL",
+			steps: []string{"enum3:1:64", "child:queryh:$0:13:4+close:$1", "query:0:13:4", "close:all"},
+			want:  []want{{3, 0, 0, -1}, {4, 0, 0, -1}},
+			check: func(t *testing.T, s []step) {
+				c := s[2].Child
+				if len(c) != 3 || c[1].Errno != syscall.EINVAL || c[2].Errno != syscall.EINVAL {
+					t.Errorf("child using the parent's handles: %+v, want EINVAL twice", c)
+				}
+			},
+		},
+		{
+			name: "QUERYADAPTERINFO argument checks",
+			steps: []string{"enum3:1:64", "query:0:13:0", "query:0:48:131073", "query:0:13:8", "query:0:31:4",
+				"query:0:9999:4", "queryh:0x7ffffff0:13:4", "close:all"},
+			want: []want{{2, -1, syscall.EINVAL, -1}, {3, -1, syscall.EINVAL, -1}, {4, -1, syscall.EINVAL, -1},
+				{5, -1, syscall.EINVAL, -1}, {6, -1, syscall.EPERM, -1}, {7, -1, syscall.EINVAL, -1}},
+		},
+		{
+			name:  "OPENADAPTERFROMLUID",
+			steps: []string{fmt.Sprintf("openluid:%#x:0", nvidia.Adapters[1].LUIDLow), "query:0:31:28", "openluid:0xdead:0", "close:all"},
+			want:  []want{{1, 0, 0, -1}, {2, 0, 0, -1}, {3, -1, syscall.EINVAL, -1}, {4, 0, 0, -1}},
+			check: func(t *testing.T, s []step) {
+				if s[2].U32[1] != simhost.VendorNVIDIA {
+					t.Errorf("handle from the NVIDIA LUID reports vendor %#x", s[2].U32[1])
+				}
+			},
+		},
+		{
+			name:   "old-kernel: no ENUMADAPTERS3, ENUMADAPTERS2 works",
+			faults: []string{"old-kernel"},
+			steps:  []string{"count3:1", "enum3:1:64", "enum2:64", "close:all"},
+			want:   []want{{1, -1, syscall.ENOTTY, -1}, {2, -1, syscall.ENOTTY, -1}, {3, 0, 0, 2}},
+		},
+		{
+			name:   "query-fail: every query on that adapter is ENODEV",
+			faults: []string{"query-fail=1"},
+			steps:  []string{"enum3:1:64", "query:0:13:4", "query:1:13:4", "registry:1", "query:1:9999:4", "close:all"},
+			want:   []want{{2, 0, 0, -1}, {3, -1, syscall.ENODEV, -1}, {4, -1, syscall.ENODEV, -1}, {5, -1, syscall.ENODEV, -1}},
+		},
+		{
+			name:   "ntstatus: host and driver failures as raw NTSTATUS results",
+			faults: []string{"query-fail=1", "ntstatus"},
+			steps:  []string{"enum3:1:64", "query:1:13:4", "query:0:13:8", "enum2:1", "close:0x7ffffff0", "close:all"},
+			want: []want{
+				{2, ntstatus(0xC00002B6), 0, -1}, // STATUS_DEVICE_REMOVED
+				{3, ntstatus(0xC000000D), 0, -1}, // STATUS_INVALID_PARAMETER
+				{4, ntstatus(0xC0000023), 0, -1}, // STATUS_BUFFER_TOO_SMALL
+				{5, ntstatus(0xC000000D), 0, -1},
+			},
+		},
+		{
+			name:   "missing-folder: same inf, another hash",
+			faults: []string{"missing-folder=1"},
+			steps:  []string{"enum3:1:64", "registry:0", "registry:1", "close:all"},
+			check: func(t *testing.T, s []step) {
+				if *s[2].Text != nvidia.Adapters[0].DriverStorePath {
+					t.Errorf("adapter 0 path %q changed", *s[2].Text)
+				}
+				orig, got := nvidia.Adapters[1].DriverStorePath, *s[3].Text
+				stem := orig[:strings.LastIndexByte(orig, '_')+1]
+				if got == orig || !strings.HasPrefix(got, stem) || !regexp.MustCompile(`_[0-9a-f]{16}$`).MatchString(got) {
+					t.Errorf("moved path %q, want %s<16 other hex digits>", got, stem)
+				}
+			},
+		},
+		{
+			name:   "zero-adapters",
+			faults: []string{"zero-adapters"},
+			steps:  []string{"count3:1", "count2", "enum3:1:64", "enum2:64"},
+			want:   []want{{1, 0, 0, 0}, {2, 0, 0, 0}, {3, 0, 0, 0}, {4, 0, 0, 0}},
+		},
+		{
+			name:   "denied: the node is 0600 and the command runs as nobody",
+			faults: []string{"denied"},
+			want:   []want{{0, -1, syscall.EACCES, -1}},
+		},
+		{
+			name:  "a dxg request on another device runs in the kernel",
+			dev:   "/dev/null",
+			steps: []string{"count3:1", "enum2:64"},
+			want:  []want{{1, -1, syscall.ENOTTY, -1}, {2, -1, syscall.ENOTTY, -1}},
+		},
 	}
 	for _, tt := range tests {
-		t.Run(strings.Join(tt.fault, ","), func(t *testing.T) {
-			args := []string{"--profile", "nvidia-laptop", "--dev", dev}
-			for _, f := range tt.fault {
+		t.Run(tt.name, func(t *testing.T) {
+			prof := tt.profile
+			if prof == "" {
+				prof = "nvidia-laptop"
+			}
+			dir := worldDir(t)
+			node, reportPath := filepath.Join(dir, "dxg"), filepath.Join(dir, "report.json")
+			args := []string{"--profile", prof, "--dev", node, "--report", reportPath}
+			for _, f := range tt.faults {
 				args = append(args, "--fault", f)
 			}
-			r := tl.run(t, args, tl.hook, "--config", cfg, "info", "--json")
-			if r.code != tt.code {
-				t.Fatalf("exit %d, want %d; stderr %s", r.code, tt.code, r.stderr)
+			dev := node
+			if tt.dev != "" {
+				dev = tt.dev
 			}
-			if tt.code != 0 {
-				if r.stderr != tt.stderr {
-					t.Fatalf("stderr %q\nwant   %q", r.stderr, tt.stderr)
+			r, s := tl.probeRun(t, args, dev, tt.steps...)
+			if r.code != 0 || len(misuseLines(r.stderr)) != 0 {
+				t.Fatalf("exit %d, stderr %s", r.code, r.stderr)
+			}
+			for _, w := range tt.want {
+				got := s[w.step]
+				if got.Ret != w.ret || got.Errno != w.errno {
+					t.Errorf("%s: (%#x, %v), want (%#x, %v)", got.Op, got.Ret, got.Errno, w.ret, w.errno)
 				}
-				return
+				if w.count >= 0 && (got.Count == nil || *got.Count != uint32(w.count)) {
+					t.Errorf("%s: count field %v, want %d", got.Op, got.Count, w.count)
+				}
 			}
-			var info infoJSON
-			if err := json.Unmarshal([]byte(r.stdout), &info); err != nil {
-				t.Fatalf("info --json: %v\n%s", err, r.stdout)
+			if tt.check != nil {
+				tt.check(t, s)
 			}
-			if len(info.Adapters) != tt.nAdapters || (tt.jsonIoctl != "" && info.Ioctl != tt.jsonIoctl) {
-				t.Fatalf("%d adapters via %s", len(info.Adapters), info.Ioctl)
+			var rep report
+			data, err := os.ReadFile(reportPath)
+			if err == nil {
+				err = json.Unmarshal(data, &rep)
 			}
-			if !strings.Contains(r.stdout, tt.stdoutHas) {
-				t.Fatalf("output lacks %q:\n%s", tt.stdoutHas, r.stdout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.dev != "" && rep.Passthrough == 0 {
+				t.Errorf("report counts no passthrough for a dxg request on %s", tt.dev)
+			}
+			if tt.dev == "" && rep.Passthrough != 0 {
+				t.Errorf("report counts %d passthroughs on the simulated node", rep.Passthrough)
+			}
+			if _, err := os.Lstat(node); err == nil {
+				t.Error("dxgsim left its device node behind")
 			}
 		})
 	}
-	// ENUMADAPTERS2 never lists compute-only adapters: an old kernel on an
-	// MCDM-only host has none to offer.
-	t.Run("compute-only on an old kernel", func(t *testing.T) {
-		p, _ := simhost.Lookup("compute-only")
-		cfg, dev := tl.host(t, p)
-		r := tl.run(t, []string{"--profile", "compute-only", "--dev", dev, "--fault", "old-kernel"}, tl.hook, "--config", cfg, "info")
-		if r.code != 1 || !strings.Contains(r.stderr, "no GPU adapters") {
-			t.Fatalf("exit %d: %s", r.code, r.stderr)
-		}
-	})
 }
 
-// The simulator's own protocol, checked with an independent C client.
-func TestProtocol(t *testing.T) {
-	tl := build(t)
-	dev := filepath.Join(t.TempDir(), "dxg")
+// Misuse the real driver punishes is reported: one line each, exit 3 when
+// the command succeeded, and in the report.
+func TestMisuse(t *testing.T) {
+	tl := build(t, false)
 	tests := []struct {
-		profile, mode string
-		code          int
-		out, misuse   string
+		name     string
+		profile  string
+		shell    string // run through sh -c, $P is the probe, $D the node
+		code     int
+		misuse   []string // regexps, one per line, in order
+		handles  [3]uint64
+		wantLine string
 	}{
-		{profile: "nvidia-laptop", mode: "ok", out: "0x1a1d77 0x40000000\n0x4486d1 0x40000040\n"},
-		{profile: "intel-npu", mode: "ok", out: "0x13f2e 0x40000000\n0x13f71 0x40000040\n"},
-		{profile: "intel-npu", mode: "enum2", out: "0x13f2e 0x40000000\n"}, // compute-only NPU left out
-		{profile: "nvidia-laptop", mode: "overflow", out: "fill: Value too large for defined data type num=1\n"},
-		{profile: "nvidia-laptop", mode: "toobig", out: "fill: Invalid argument\n"},
-		{profile: "nvidia-laptop", mode: "badclose", out: "close: -1 Invalid argument\n"},
-		{profile: "nvidia-laptop", mode: "leak", code: 3, misuse: "left 2 adapter handles open"},
-		{profile: "nvidia-laptop", mode: "small", code: 3, misuse: "ENUMADAPTERS3 with capacity 1 below the 2 adapters"},
+		{
+			name:    "clean run",
+			shell:   `$P $D enum3:1:64 close:all`,
+			handles: [3]uint64{2, 2, 0},
+		},
+		{
+			name:    "handles never closed",
+			shell:   `$P $D enum3:1:64`,
+			code:    exitMisuse,
+			misuse:  []string{`^dxgsim: misuse: pid \d+ \(dxgprobe\) exited with 2 adapter handle\(s\) never closed \(0x40000000, 0x40000040\): call CLOSEADAPTER for every handle an enumeration returns$`},
+			handles: [3]uint64{2, 0, 2},
+		},
+		{
+			name:    "capacity below the adapter count",
+			shell:   `$P $D enum3:1:1`,
+			code:    exitMisuse,
+			misuse:  []string{`^dxgsim: misuse: pid \d+ \(dxgprobe\): ENUMADAPTERS3 fill with capacity 1 below the adapter count 2: the real driver writes past its buffer and leaks handles; always pass capacity 64$`},
+			handles: [3]uint64{2, 0, 2}, // opened by the overrun, never returned
+		},
+		{
+			name:    "capacity below the count even when the filtered list fits",
+			profile: "intel-npu",
+			shell:   `$P $D enum3:0:1 close:all`,
+			code:    exitMisuse,
+			misuse:  []string{`ENUMADAPTERS3 fill with capacity 1 below the adapter count 2`},
+			handles: [3]uint64{1, 1, 0},
+		},
+		{
+			name:    "leaks in two processes, a failing command keeps its status",
+			shell:   `$P $D enum3:1:64 >/dev/null; $P $D openluid:0x4486d1:0 >/dev/null; exit 5`,
+			code:    5,
+			misuse:  []string{`exited with 2 adapter handle`, `exited with 1 adapter handle\(s\) never closed \(0x40000000\)`},
+			handles: [3]uint64{3, 0, 3},
+		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.profile+"/"+tt.mode, func(t *testing.T) {
-			r := tl.run(t, []string{"--profile", tt.profile, "--dev", dev}, tl.client, dev, tt.mode)
-			if r.code != tt.code || (tt.out != "" && r.stdout != tt.out) {
-				t.Fatalf("exit %d out %q stderr %q; want %d %q", r.code, r.stdout, r.stderr, tt.code, tt.out)
+		t.Run(tt.name, func(t *testing.T) {
+			prof := tt.profile
+			if prof == "" {
+				prof = "nvidia-laptop"
 			}
-			if tt.misuse != "" && !strings.Contains(r.stderr, "dxgsim: misuse: ") || !strings.Contains(r.stderr, tt.misuse) {
-				t.Fatalf("stderr %q lacks misuse %q", r.stderr, tt.misuse)
+			dir := t.TempDir()
+			node, reportPath := filepath.Join(dir, "dxg"), filepath.Join(dir, "report.json")
+			r := tl.run(t, []string{"--profile", prof, "--dev", node, "--report", reportPath},
+				"sh", "-c", strings.NewReplacer("$P", tl.probe, "$D", node).Replace(tt.shell))
+			lines := misuseLines(r.stderr)
+			if r.code != tt.code || len(lines) != len(tt.misuse) {
+				t.Fatalf("exit %d with %d misuse lines, want %d with %d\nstderr: %s", r.code, len(lines), tt.code, len(tt.misuse), r.stderr)
 			}
-			if tt.misuse == "" && strings.Contains(r.stderr, "misuse") {
-				t.Fatalf("unexpected misuse: %s", r.stderr)
+			for i, re := range tt.misuse {
+				if !regexp.MustCompile(re).MatchString(lines[i]) {
+					t.Errorf("misuse line %q does not match %q", lines[i], re)
+				}
+			}
+			var rep report
+			data, err := os.ReadFile(reportPath)
+			if err == nil {
+				err = json.Unmarshal(data, &rep)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := [3]uint64{rep.HandlesOpened, rep.HandlesClosed, rep.HandlesOpen}; got != tt.handles {
+				t.Errorf("report handles opened/closed/open %v, want %v", got, tt.handles)
+			}
+			if rep.MisuseTotal != len(tt.misuse) || len(rep.Misuse) != len(tt.misuse) {
+				t.Errorf("report misuse %d %q, want %d", rep.MisuseTotal, rep.Misuse, len(tt.misuse))
 			}
 		})
 	}
-	// A dxg request number on another device goes to the real kernel.
-	t.Run("other devices pass through", func(t *testing.T) {
-		r := tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", dev}, tl.client, "/dev/null", "ok")
-		if r.code != 1 || r.stdout != "count: Inappropriate ioctl for device\n" {
-			t.Fatalf("exit %d out %q", r.code, r.stdout)
-		}
-	})
-	if _, err := os.Lstat(dev); err == nil {
-		t.Error("dxgsim left its device node behind")
-	}
 }
 
-// --bind-host shows the fixture at the real paths inside a private mount
-// namespace and leaves the machine as it was.
+// --bind-host shows the fixture at the real /usr/lib/wsl and the node at
+// /dev/dxg inside the command's namespace and leaves the machine as it was.
 func TestBindHost(t *testing.T) {
-	tl := build(t)
+	tl := build(t, false)
 	for _, p := range []string{"/usr/lib/wsl", "/dev/dxg"} {
 		if _, err := os.Lstat(p); err == nil {
-			t.Skipf("%s exists on this machine: this is a real WSL host", p)
+			t.Skipf("%s exists on this machine (a real WSL host?): the test could not tell a leak from it", p)
 		}
 	}
-	p, _ := simhost.Lookup("nvidia-laptop")
+	p := profile(t, "nvidia-laptop")
 	root := filepath.Join(t.TempDir(), "host")
-	cache, _ := fixture.DefaultCacheDir()
+	cache, err := fixture.DefaultCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := fixture.Build(root, p, fixture.Options{CacheDir: cache}); err != nil {
 		t.Fatal(err)
 	}
-	before, _ := os.ReadFile("/proc/1/mountinfo")
-	tmpBefore, _ := filepath.Glob(filepath.Join(os.TempDir(), "dxgsim-ns-*"))
-	cfg := filepath.Join(t.TempDir(), "c.toml")
-	os.WriteFile(cfg, []byte("log_file = \"\"\n"), 0o644)
-	r := tl.run(t, []string{"--profile", "nvidia-laptop", "--bind-host", root}, "sh", "-c",
-		`test -c /dev/dxg && test -e /usr/lib/wsl/lib/libdxcore.so && ls /dev/pts >/dev/null && ! touch /usr/lib/wsl/lib/x 2>/dev/null && "$0" --config "$1" info --json`, tl.hook, cfg)
-	if r.code != 0 || !strings.Contains(r.stdout, `"folder": "nvltwi.inf_amd64_7b2a5c1c4e6f8d90"`) {
-		t.Fatalf("exit %d: %s %s", r.code, r.stdout, r.stderr)
+	// Inside: the node (10:229, 0666), the fixture read-only, /dev's own
+	// submounts still there, and the probe enumerating through /dev/dxg.
+	script := `set -e
+test "$(stat -c '%F %t:%T %a' /dev/dxg)" = "character special file a:e5 666"
+test -e /usr/lib/wsl/lib/libdxcore.so
+test -d /usr/lib/wsl/drivers/` + p.Adapters[1].Folder + `
+! touch /usr/lib/wsl/lib/x 2>/dev/null
+grep -q ' /dev/pts ' /proc/self/mountinfo
+grep -q ' /dev/shm ' /proc/self/mountinfo
+echo ok >/dev/null
+test -d /usr/lib/x86_64-linux-gnu
+exec "$0" /dev/dxg enum3:1:64 registry:1 close:all`
+	tests := []struct {
+		name  string
+		extra []string
+	}{
+		{"namespace only", nil},
+		{"with a host node too (--dev)", []string{"--dev", filepath.Join(t.TempDir(), "dxg")}},
 	}
-	after, _ := os.ReadFile("/proc/1/mountinfo")
-	if !bytes.Equal(before, after) {
-		t.Error("the host's mount table changed")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before, err := os.ReadFile("/proc/self/mountinfo")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tmpBefore, _ := filepath.Glob(filepath.Join(os.TempDir(), "dxgsim*"))
+			args := append([]string{"--profile", p.Name, "--bind-host", root}, tt.extra...)
+			r := tl.run(t, args, "sh", "-c", script, tl.probe)
+			if r.code != 0 || !strings.Contains(r.stdout, p.Adapters[1].Folder) {
+				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+			}
+			after, _ := os.ReadFile("/proc/self/mountinfo")
+			if !bytes.Equal(before, after) {
+				t.Errorf("the host's mount table changed:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+			for _, p := range []string{"/usr/lib/wsl", "/dev/dxg"} {
+				if _, err := os.Lstat(p); err == nil {
+					t.Errorf("%s appeared on the host", p)
+				}
+			}
+			if tmpAfter, _ := filepath.Glob(filepath.Join(os.TempDir(), "dxgsim*")); len(tmpAfter) != len(tmpBefore) {
+				t.Errorf("dxgsim left files in %s: %v", os.TempDir(), tmpAfter)
+			}
+			if len(tt.extra) > 0 {
+				if _, err := os.Lstat(tt.extra[1]); err == nil {
+					t.Errorf("--dev node %s left behind", tt.extra[1])
+				}
+			}
+		})
 	}
-	for _, p := range []string{"/usr/lib/wsl", "/dev/dxg"} {
-		if _, err := os.Lstat(p); err == nil {
-			t.Errorf("%s appeared on the host", p)
-		}
+}
+
+// dxgsim forwards SIGTERM to a long-running command and exits with its
+// status; a command killed by a signal gives 128+N.
+func TestSignals(t *testing.T) {
+	tl := build(t, false)
+	tests := []struct {
+		name   string
+		script string
+		want   int
+	}{
+		{"command handles SIGTERM", `trap 'exit 7' TERM; echo ready; while :; do sleep 0.05; done`, 7},
+		{"command dies of SIGTERM", `echo ready; exec sleep 1000`, 128 + int(syscall.SIGTERM)},
 	}
-	if tmpAfter, _ := filepath.Glob(filepath.Join(os.TempDir(), "dxgsim-ns-*")); len(tmpAfter) != len(tmpBefore) {
-		t.Errorf("scratch dirs left behind: %v", tmpAfter)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dev := filepath.Join(t.TempDir(), "dxg")
+			c := exec.Command(tl.sim, "--profile", "amd-desktop", "--dev", dev, "--", "sh", "-c", tt.script)
+			out, err := c.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			line, _ := bufio.NewReader(out).ReadString('\n')
+			if line != "ready\n" {
+				c.Process.Kill()
+				t.Fatalf("command said %q", line)
+			}
+			if err := c.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			err = c.Wait()
+			ee, ok := err.(*exec.ExitError)
+			if !ok || ee.ExitCode() != tt.want {
+				t.Fatalf("dxgsim: %v, want exit %d", err, tt.want)
+			}
+			if _, err := os.Lstat(dev); err == nil {
+				t.Error("device node left behind")
+			}
+		})
+	}
+}
+
+// Command-line mistakes are refused with one line saying what to do.
+func TestParseArgs(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string // "" means accepted
+	}{
+		{"minimal", []string{"--profile", "nvidia-laptop", "--dev", "/tmp/x", "--", "true"}, ""},
+		{"bind-host alone", []string{"--profile", "nvidia-laptop", "--bind-host", "/h", "--", "true"}, ""},
+		{"every fault", []string{"--profile", "intel-npu", "--dev", "d", "--fault", "old-kernel", "--fault", "query-fail=1",
+			"--fault", "missing-folder=0", "--fault", "zero-adapters=", "--", "true"}, `fault "zero-adapters=" takes no value: use --fault zero-adapters`},
+		{"no dev", []string{"--profile", "nvidia-laptop", "--", "true"}, "--dev PATH is required without --bind-host"},
+		{"no profile", []string{"--dev", "d", "--", "true"}, "--profile is required (one of amd-desktop, compute-only, intel-npu, no-gpu, nvidia-laptop)"},
+		{"unknown profile", []string{"--profile", "tesla", "--dev", "d", "--", "true"}, `unknown profile "tesla"`},
+		{"no command", []string{"--profile", "nvidia-laptop", "--dev", "d"}, "no command: put it after --"},
+		{"unknown fault", []string{"--profile", "nvidia-laptop", "--dev", "d", "--fault", "slow", "--", "true"},
+			`unknown fault "slow" (known: old-kernel, query-fail=N, missing-folder=N, zero-adapters, denied, ntstatus)`},
+		{"index missing", []string{"--profile", "nvidia-laptop", "--dev", "d", "--fault", "query-fail", "--", "true"},
+			`fault "query-fail" needs an adapter index: --fault query-fail=N with N >= 0`},
+		{"index out of range", []string{"--profile", "nvidia-laptop", "--dev", "d", "--fault", "missing-folder=2", "--", "true"},
+			`fault missing-folder=2: profile "nvidia-laptop" has 2 adapters here (indexes 0..1 in host order, compute-only included)`},
+		{"index with no adapters", []string{"--profile", "no-gpu", "--dev", "d", "--fault", "query-fail=0", "--", "true"},
+			`fault query-fail=0: the simulated host reports no adapters (profile "no-gpu" or zero-adapters): drop the fault`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			_, err := parseArgs(tt.args, &stderr)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if tt.want == "" && got != "" || tt.want != "" && !strings.Contains(got, tt.want) {
+				t.Errorf("error %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestExitStatuses(t *testing.T) {
+	tl := build(t, false)
+	dev := filepath.Join(t.TempDir(), "dxg")
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"command not found", []string{"--profile", "nvidia-laptop", "--dev", dev, "--", "no-such-command-dxgsim"}, exitNotFound,
+			"dxgsim: exec: \"no-such-command-dxgsim\": executable file not found in $PATH\n"},
+		{"bad fault", []string{"--profile", "nvidia-laptop", "--dev", dev, "--fault", "query-fail=9", "--", "true"}, exitSetup,
+			"dxgsim: fault query-fail=9: profile \"nvidia-laptop\" has 2 adapters here (indexes 0..1 in host order, compute-only included)\n"},
+		{"existing file at --dev", []string{"--profile", "nvidia-laptop", "--dev", "/etc/hostname", "--", "true"}, exitSetup,
+			"dxgsim: --dev /etc/hostname: refusing to replace an existing file that is not a simulated dxg node (char 10:229): pick another path\n"},
+		{"command status", []string{"--profile", "nvidia-laptop", "--dev", dev, "--", "sh", "-c", "exit 4"}, 4, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := exec.Command(tl.sim, tt.args...)
+			var errb bytes.Buffer
+			c.Stderr = &errb
+			err := c.Run()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			}
+			if code != tt.code || errb.String() != tt.stderr {
+				t.Errorf("exit %d stderr %q, want %d %q", code, errb.String(), tt.code, tt.stderr)
+			}
+		})
 	}
 }

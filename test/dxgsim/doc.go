@@ -1,0 +1,62 @@
+// Command dxgsim runs a command tree as if it were inside a WSL2 VM with a
+// GPU: the /dev/dxg ioctls that adapter enumeration uses are answered by a
+// simulated dxgkrnl driver and Windows host, described by a profile from
+// test/simhost. It is a test tool and is never shipped with the hook.
+//
+//	dxgsim --profile NAME [--dev PATH] [--fault F]... [--report FILE] [--bind-host DIR] -- CMD ARGS...
+//
+// How: dxgsim re-executes itself as a shim that installs a seccomp filter
+// (SECCOMP_RET_USER_NOTIF for ioctl calls whose request is one of the five
+// dxg numbers) and then execs CMD. The filter is inherited by every
+// descendant, through dockerd, containerd, runc, the shims and the
+// container processes. dxgsim's supervisor receives each notification,
+// checks that the fd is the simulated node (a character device 10:229, the
+// numbers of /dev/fuse, which opens harmlessly and is not in the container
+// runtimes' default device allow-list), reads and writes the caller's
+// memory, and answers. Every other system call, and a dxg request number on
+// any other fd, runs unchanged in the kernel, so the binaries under test run
+// unmodified.
+//
+// --dev PATH creates the node at PATH and removes it on exit; a stale
+// simulated node there is replaced, any other file is refused. --bind-host
+// DIR runs CMD in a private mount namespace where DIR/usr/lib/wsl appears
+// read-only at /usr/lib/wsl and a node at /dev/dxg, leaving the host
+// untouched (the mountpoints come from overlays whose upper layers live in
+// the namespace's tmpfs). With --bind-host, --dev is optional: given, the
+// node is also made at PATH on the host.
+//
+// Faults (--fault, repeatable): old-kernel (ENUMADAPTERS3 is ENOTTY),
+// query-fail=N (every QUERYADAPTERINFO on adapter N fails: host
+// DEVICE_REMOVED, ENODEV), missing-folder=N (adapter N's driver store path
+// names a folder that does not exist: same inf, another hash), zero-adapters
+// (the host reports none), denied (node mode 0600 and CMD runs as
+// 65534:65534, so open gets EACCES), ntstatus (failures come back as old
+// 4.19-era drivers returned them: the raw negative NTSTATUS as the ioctl
+// result). N is the adapter's index in host order, compute-only adapters
+// included (the ENUMADAPTERS3-with-compute-only order).
+//
+// Misuse the real driver punishes silently is reported: an ENUMADAPTERS3
+// fill with a capacity below the adapter count, and adapter handles a
+// process never closed by the time it exited (or by the time dxgsim stops).
+// Each prints one "dxgsim: misuse: ..." line on stderr at exit and turns a
+// successful exit into exit status 3. --report FILE writes a JSON summary.
+// dxgsim otherwise exits with CMD's status (128+N when CMD was killed by
+// signal N), 125 when it could not set up, 126/127 when CMD cannot be run.
+//
+// What is emulated: ENUMADAPTERS2 and ENUMADAPTERS3 (count queries,
+// EOVERFLOW, capacity limits, compute-only filtering, a new handle per
+// adapter per enumeration), CLOSEADAPTER, OPENADAPTERFROMLUID and
+// QUERYADAPTERINFO for DRIVERVERSION, ADAPTERTYPE(_RENDER), UMD and KMD
+// driver versions, PHYSICALADAPTERCOUNT, PHYSICALADAPTERDEVICEIDS,
+// ADAPTERADDRESS, DRIVER_DESCRIPTION and QUERYREGISTRY's driver store path;
+// per-process handle tables; NTSTATUS to errno translation.
+//
+// What is not: any GPU work (devices, allocations, contexts, sync objects,
+// submissions), every other D3DKMT ioctl (they reach /dev/fuse's driver
+// and fail with its errors), display, the 32-bit compat ioctl path, and the
+// driver's ENOTTY for an fd opened by another process (dxgsim does not see
+// open or close, so it cannot know who opened an fd, and it cannot free a
+// process's handles when it closes its last /dev/dxg fd: handles live until
+// CLOSEADAPTER or exit). Registry values other than the driver store path
+// report status FAIL.
+package main

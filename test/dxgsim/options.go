@@ -1,0 +1,124 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/dxgsim/internal/dxg"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
+)
+
+const defaultDev = "/dev/dxg"
+
+// options is the parsed command line.
+type options struct {
+	dev      string // node on the host; "" with --bind-host alone
+	report   string
+	bindHost string
+	faults   []string
+	denied   bool // node mode 0600, CMD as 65534:65534
+	cfg      dxg.Config
+	cmd      []string
+}
+
+// faultNames lists the faults in the order help texts show them.
+const faultNames = "old-kernel, query-fail=N, missing-folder=N, zero-adapters, denied, ntstatus"
+
+type faultList []string
+
+func (f *faultList) String() string     { return strings.Join(*f, ",") }
+func (f *faultList) Set(s string) error { *f = append(*f, s); return nil }
+
+func parseArgs(args []string, stderr io.Writer) (options, error) {
+	var o options
+	var profile string
+	var faults faultList
+	fs := flag.NewFlagSet("dxgsim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&profile, "profile", "", "simulated host `NAME` (one of "+strings.Join(simhost.Names(), ", ")+")")
+	fs.StringVar(&o.dev, "dev", "", "create the simulated node at `PATH` (required without --bind-host; with it, an extra node on the host)")
+	fs.Var(&faults, "fault", "inject fault `F`, repeatable: "+faultNames)
+	fs.StringVar(&o.report, "report", "", "write a JSON summary to `FILE` on exit")
+	fs.StringVar(&o.bindHost, "bind-host", "", "show the simulated host tree `DIR` at /usr/lib/wsl and the node at /dev/dxg, in a private mount namespace")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: dxgsim --profile NAME [--dev PATH] [--fault F]... [--report FILE] [--bind-host DIR] -- CMD ARGS...")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.cmd = fs.Args()
+	var problems []error
+	if len(o.cmd) == 0 {
+		problems = append(problems, errors.New("no command: put it after --"))
+	}
+	if profile == "" {
+		problems = append(problems, fmt.Errorf("--profile is required (one of %s)", strings.Join(simhost.Names(), ", ")))
+	} else if p, err := simhost.Lookup(profile); err != nil {
+		problems = append(problems, err)
+	} else {
+		o.cfg.Profile = p
+	}
+	if o.bindHost == "" && o.dev == "" {
+		problems = append(problems, errors.New("--dev PATH is required without --bind-host"))
+	}
+	if o.bindHost != "" && o.dev == defaultDev {
+		o.dev = "" // the node appears there inside the namespace anyway
+	}
+	if o.bindHost != "" {
+		abs, err := filepath.Abs(o.bindHost)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("--bind-host %s: %w", o.bindHost, err))
+		}
+		o.bindHost = abs
+	}
+	for _, f := range faults {
+		if err := o.addFault(f); err != nil {
+			problems = append(problems, err)
+		}
+	}
+	o.faults = faults
+	if o.cfg.Profile.Name != "" {
+		if err := o.cfg.Validate(); err != nil {
+			problems = append(problems, err)
+		}
+	}
+	return o, errors.Join(problems...)
+}
+
+func (o *options) addFault(f string) error {
+	name, arg, hasArg := strings.Cut(f, "=")
+	flagFault := map[string]*bool{
+		"old-kernel":    &o.cfg.OldKernel,
+		"zero-adapters": &o.cfg.ZeroAdapters,
+		"ntstatus":      &o.cfg.NTStatus,
+		"denied":        &o.denied,
+	}
+	if b, ok := flagFault[name]; ok {
+		if hasArg {
+			return fmt.Errorf("fault %q takes no value: use --fault %s", f, name)
+		}
+		*b = true
+		return nil
+	}
+	var list *[]int
+	switch name {
+	case "query-fail":
+		list = &o.cfg.QueryFail
+	case "missing-folder":
+		list = &o.cfg.MissingFolder
+	default:
+		return fmt.Errorf("unknown fault %q (known: %s)", f, faultNames)
+	}
+	n, err := strconv.Atoi(arg)
+	if !hasArg || err != nil || n < 0 {
+		return fmt.Errorf("fault %q needs an adapter index: --fault %s=N with N >= 0", f, name)
+	}
+	*list = append(*list, n)
+	return nil
+}
