@@ -699,3 +699,30 @@ func TestExitStatuses(t *testing.T) {
 		})
 	}
 }
+
+// Many processes at once, as fifty container starts are: every call is
+// answered, each process gets its own handles, and the counts add up.
+func TestConcurrentCallers(t *testing.T) {
+	tl := build(t, false)
+	const n, par = 300, 50
+	dir := t.TempDir()
+	node, reportPath := filepath.Join(dir, "dxg"), filepath.Join(dir, "report.json")
+	script := fmt.Sprintf(`seq 1 %d | xargs -P %d -I{} %s %s enum3:1:64 registry:1 close:all | grep -c '"op":"close:all","ret":0,"errno":0'`, n, par, tl.probe, node)
+	r := tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", node, "--report", reportPath}, "sh", "-c", script)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != fmt.Sprint(n) {
+		t.Fatalf("exit %d, %s clean runs of %d\nstderr: %s", r.code, strings.TrimSpace(r.stdout), n, r.stderr)
+	}
+	var rep report
+	data, err := os.ReadFile(reportPath)
+	if err == nil {
+		err = json.Unmarshal(data, &rep)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Per process: enum3, two registry queries, two closes.
+	want := map[string]uint64{"ENUMADAPTERS3": n, "QUERYADAPTERINFO": 2 * n, "CLOSEADAPTER": 2 * n}
+	if fmt.Sprint(rep.Calls) != fmt.Sprint(want) || rep.HandlesOpened != 2*n || rep.HandlesOpen != 0 || len(rep.Failures) != 0 {
+		t.Errorf("report calls %v failures %v handles %d/%d", rep.Calls, rep.Failures, rep.HandlesOpened, rep.HandlesOpen)
+	}
+}
