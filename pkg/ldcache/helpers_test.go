@@ -1,6 +1,7 @@
 package ldcache
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -40,6 +41,31 @@ func buildLib(t testing.TB, dir, file, soname string, ret int) {
 	}
 	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
 		t.Fatalf("gcc %s: %v\n%s", file, err, out)
+	}
+}
+
+// sonamePlaceholder is the SONAME buildLibs compiles once and then
+// overwrites in each copy: one gcc run instead of one per library.
+const sonamePlaceholder = "libwsltemplate.so.0000000000000000000000000000000000000000000000000"
+
+// buildLibs writes shared objects with the given SONAMEs ("" for none)
+// into dir, keyed by file name.
+func buildLibs(t testing.TB, dir string, libs map[string]string) {
+	t.Helper()
+	tmp := t.TempDir()
+	buildLib(t, tmp, "with.so", sonamePlaceholder, 1)
+	buildLib(t, tmp, "without.so", "", 1)
+	with, without := readFile(t, filepath.Join(tmp, "with.so")), readFile(t, filepath.Join(tmp, "without.so"))
+	for file, soname := range libs {
+		data := without
+		if soname != "" {
+			if len(soname) > len(sonamePlaceholder) {
+				t.Fatalf("SONAME %q is longer than the placeholder", soname)
+			}
+			padded := soname + strings.Repeat("\x00", len(sonamePlaceholder)-len(soname))
+			data = bytes.Replace(with, []byte(sonamePlaceholder), []byte(padded), -1)
+		}
+		writeFile(t, filepath.Join(dir, file), data)
 	}
 }
 

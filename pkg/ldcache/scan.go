@@ -1,75 +1,244 @@
 package ldcache
 
 import (
+	"bytes"
 	"debug/elf"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 )
 
 // ScanDir returns the entries ldconfig would make for the x86_64 shared
-// objects in hostDir, with paths under containerDir where the container
-// sees the same files. The key is the library's SONAME (its file name when
-// it has none); the path names the file called like the key when there is
-// one, so WSL's three identical libcuda.so, libcuda.so.1, libcuda.so.1.1
-// become one entry libcuda.so.1 -> containerDir/libcuda.so.1.
-// Only ELF headers and the dynamic section are read, never whole files.
+// objects in hostDir, with paths under containerDir, where the container
+// sees the same files. It picks files and keys as ldconfig does (names
+// lib*.so*, ld-*.so*, ld.so.*, ld64.so.*; key = DT_SONAME, else the file
+// name; a .so symlink whose target's SONAME extends its name keeps its own
+// name) and returns them in cache order. One difference: ldconfig records
+// dir/SONAME and relies on a symlink it creates, which it cannot do in a
+// read-only mount. So the path names the file called like the key when
+// that file is one of the key's candidates, else the candidate ldconfig
+// would link to (a regular file before a symlink, then the highest
+// version). WSL's three identical libcuda.so, libcuda.so.1, libcuda.so.1.1
+// thus become one entry libcuda.so.1 -> containerDir/libcuda.so.1.
+//
+// Only the ELF header, program headers, dynamic segment and the SONAME
+// string are read, never whole files. Files that are not x86_64 ELF shared
+// objects, and dangling symlinks, are skipped; other read errors fail.
 func ScanDir(hostDir, containerDir string) ([]Entry, error) {
+	if !path.IsAbs(containerDir) {
+		return nil, fmt.Errorf("container directory %q is not an absolute path", containerDir)
+	}
 	des, err := os.ReadDir(hostDir)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", hostDir, err)
+		return nil, fmt.Errorf("list libraries: %w", err)
 	}
-	names := map[string]bool{}
-	for _, de := range des {
-		names[de.Name()] = true
+	type candidate struct {
+		name   string
+		isLink bool
 	}
-	byKey := map[string]string{} // key -> file name
+	type group struct {
+		best    candidate
+		hasSelf bool // a candidate is named like the key
+	}
+	groups := map[string]*group{}
+	var order []string
 	for _, de := range des {
 		name := de.Name()
-		// ldconfig's own filter: lib*.so*, regular files or links to them.
-		if !strings.HasPrefix(name, "lib") || !strings.Contains(name, ".so") {
+		if !isDSOName(name) || strings.HasSuffix(name, ".#prelink#") || strings.Contains(name, ".#prelink#.") {
 			continue
 		}
-		key, ok := soname(filepath.Join(hostDir, name))
+		isLink := de.Type()&fs.ModeSymlink != 0
+		if !isLink && !de.Type().IsRegular() {
+			continue
+		}
+		p := filepath.Join(hostDir, name)
+		if isLink {
+			fi, err := os.Stat(p)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("follow %s: %w", p, err)
+			}
+			if !fi.Mode().IsRegular() {
+				continue
+			}
+		}
+		soname, ok, err := readSoname(p)
+		if err != nil {
+			return nil, err
+		}
 		if !ok {
 			continue
 		}
-		if key == "" {
-			key = name
+		if soname == "" {
+			soname = name // implicit_soname
 		}
-		if prev, seen := byKey[key]; seen && (prev == key || name != key) {
-			continue
+		// ldconfig's search_dir: a symlink is a link only when its name is
+		// the SONAME or a .so name the SONAME extends (libfoo.so ->
+		// libfoo.so.1.2); such a link is cached under its own name.
+		// Any other symlink counts as a file.
+		if isLink && name != soname && !(strings.HasSuffix(name, ".so") && strings.HasPrefix(soname, name)) {
+			isLink = false
 		}
-		byKey[key] = name
+		if isLink {
+			soname = name
+		}
+		c := candidate{name: name, isLink: isLink}
+		g := groups[soname]
+		if g == nil {
+			g = &group{best: c}
+			groups[soname] = g
+			order = append(order, soname)
+		} else if (!c.isLink && g.best.isLink) || (c.isLink == g.best.isLink && libcmp(g.best.name, c.name) < 0) {
+			g.best = c
+		}
+		g.hasSelf = g.hasSelf || name == soname
 	}
-	entries := make([]Entry, 0, len(byKey))
-	for key, name := range byKey {
-		if names[key] {
-			name = key
+	recs := make([]record, 0, len(order))
+	for _, key := range order {
+		g := groups[key]
+		file := g.best.name
+		if g.hasSelf {
+			file = key
 		}
-		entries = append(entries, Entry{Key: key, Path: path.Join(containerDir, name), Flags: FlagX8664Libc6})
+		recs = append(recs, record{Entry: Entry{Key: key, Path: path.Join(containerDir, file), Flags: FlagX8664Libc6}})
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].Key < entries[j].Key })
+	slices.SortStableFunc(recs, compare)
+	entries := make([]Entry, len(recs))
+	for i, r := range recs {
+		entries[i] = r.Entry
+	}
 	return entries, nil
 }
 
-// soname reports the DT_SONAME of an x86_64 shared object ("" when it has
-// none) and false for anything else.
-func soname(p string) (string, bool) {
-	f, err := elf.Open(p)
+// isDSOName is glibc's _dl_is_dso: the names ldconfig looks at.
+func isDSOName(name string) bool {
+	return ((strings.HasPrefix(name, "lib") || strings.HasPrefix(name, "ld-")) && strings.Contains(name, ".so")) ||
+		strings.HasPrefix(name, "ld.so.") || strings.HasPrefix(name, "ld64.so.")
+}
+
+// Bounds for what readSoname reads; real libraries need far less.
+const (
+	elfHeadRead   = 4096    // ELF header and, usually, the program headers
+	maxPhdrBytes  = 1 << 16 // program header table
+	maxDynBytes   = 1 << 20 // dynamic segment
+	maxSonameRead = 4096    // SONAME string
+)
+
+// readSoname reads the DT_SONAME of the file at p as ldconfig's
+// process_elf_file does, from the program headers and the dynamic segment
+// (so libraries stripped of section headers work too). ok is false for
+// what ldconfig skips: not ELF, not a 64-bit little-endian x86_64 ET_DYN,
+// no dynamic segment or no string table. soname is "" when there is none.
+func readSoname(p string) (soname string, ok bool, err error) {
+	f, err := os.Open(p)
 	if err != nil {
-		return "", false
+		return "", false, fmt.Errorf("open library: %w", err)
 	}
 	defer f.Close()
-	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 || f.Type != elf.ET_DYN {
-		return "", false
+	readAt := func(off, n uint64) ([]byte, bool, error) {
+		buf := make([]byte, n)
+		m, err := f.ReadAt(buf, int64(off))
+		if err == io.EOF {
+			return buf[:m], m == len(buf), nil
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("read %s: %w", p, err)
+		}
+		return buf, true, nil
 	}
-	names, err := f.DynString(elf.DT_SONAME)
-	if err != nil || len(names) == 0 {
-		return "", true
+
+	head, _, err := readAt(0, elfHeadRead)
+	if err != nil {
+		return "", false, err
 	}
-	return names[0], true
+	le := binary.LittleEndian
+	if len(head) < 64 || string(head[:4]) != elf.ELFMAG ||
+		elf.Class(head[elf.EI_CLASS]) != elf.ELFCLASS64 || elf.Data(head[elf.EI_DATA]) != elf.ELFDATA2LSB ||
+		elf.Type(le.Uint16(head[16:])) != elf.ET_DYN || elf.Machine(le.Uint16(head[18:])) != elf.EM_X86_64 {
+		return "", false, nil
+	}
+	phoff, phentsize, phnum := le.Uint64(head[32:]), uint64(le.Uint16(head[54:])), uint64(le.Uint16(head[56:]))
+	if phentsize != 56 || phnum*phentsize > maxPhdrBytes || phoff > 1<<62 {
+		return "", false, nil
+	}
+	var phdrs []byte
+	if phoff+phnum*phentsize <= uint64(len(head)) {
+		phdrs = head[phoff : phoff+phnum*phentsize]
+	} else if phdrs, ok, err = readAt(phoff, phnum*phentsize); err != nil || !ok {
+		return "", false, err
+	}
+	type segment struct{ off, vaddr, filesz uint64 }
+	var loads []segment
+	var dyn *segment
+	for i := range phnum {
+		ph := phdrs[i*phentsize:]
+		s := segment{off: le.Uint64(ph[8:]), vaddr: le.Uint64(ph[16:]), filesz: le.Uint64(ph[32:])}
+		switch elf.ProgType(le.Uint32(ph)) {
+		case elf.PT_LOAD:
+			loads = append(loads, s)
+		case elf.PT_DYNAMIC:
+			dyn = &s
+		}
+	}
+	if dyn == nil || dyn.filesz == 0 || dyn.off > 1<<62 {
+		return "", false, nil
+	}
+	dynData, _, err := readAt(dyn.off, min(dyn.filesz, maxDynBytes))
+	if err != nil {
+		return "", false, err
+	}
+	var strtab, sonameOff uint64
+	haveStrtab, haveSoname := false, false
+	for len(dynData) >= 16 {
+		tag, val := elf.DynTag(int64(le.Uint64(dynData))), le.Uint64(dynData[8:])
+		dynData = dynData[16:]
+		if tag == elf.DT_NULL {
+			break
+		}
+		switch tag {
+		case elf.DT_STRTAB:
+			if !haveStrtab {
+				strtab, haveStrtab = val, true
+			}
+		case elf.DT_SONAME:
+			sonameOff, haveSoname = val, true
+		}
+	}
+	if !haveStrtab {
+		return "", false, nil
+	}
+	if !haveSoname {
+		return "", true, nil
+	}
+	// DT_STRTAB is an address; the PT_LOAD holding it gives its file offset.
+	strOff := strtab
+	for _, l := range loads {
+		if strtab >= l.vaddr && strtab-l.vaddr < l.filesz {
+			strOff = strtab - l.vaddr + l.off
+			break
+		}
+	}
+	if strOff > 1<<62 || sonameOff > 1<<62 {
+		return "", false, nil
+	}
+	name, _, err := readAt(strOff+sonameOff, maxSonameRead)
+	if err != nil {
+		return "", false, err
+	}
+	end := bytes.IndexByte(name, 0)
+	if end <= 0 {
+		// Unterminated, or an empty SONAME, which ldconfig would store as
+		// an empty key no dlopen can ask for.
+		return "", false, nil
+	}
+	return string(name[:end]), true, nil
 }

@@ -1,0 +1,180 @@
+package ldcache
+
+import (
+	"encoding/binary"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// wslDir builds, under root, a directory like the host's /usr/lib/wsl/lib
+// (three identical libcuda copies, libraries without SONAME) plus the
+// cases ldconfig treats specially, and returns its path relative to root.
+func wslDir(t testing.TB, root string) string {
+	t.Helper()
+	const rel = "usr/lib/wsl/lib"
+	dir := filepath.Join(root, rel)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	buildLibs(t, dir, map[string]string{
+		"libcuda.so.1.1":    "libcuda.so.1", // WSL ships three identical
+		"libcuda.so.1":      "libcuda.so.1", // copies, no symlinks
+		"libcuda.so":        "libcuda.so.1",
+		"libdxcore.so":      "",
+		"libd3d12.so":       "",
+		"libd3d12core.so":   "",
+		"libnvidia-ml.so.1": "libnvidia-ml.so.1",
+		"libfoo.so.1":       "libfoo.so.1",
+		"libfoo.so.10":      "libfoo.so.10",
+		"libfoo.so.2":       "libfoo.so.2",
+		"libbar-2.0.so.0":   "libbar-2.0.so.0",
+		"libz.so.1":         "libz.so.1",
+		"liby.so.3.1":       "liby.so.3", // two versions, no file named
+		"liby.so.3.10":      "liby.so.3", // like the SONAME
+		"libx.so.2.5":       "libx.so.2",
+		"libw.so.1.0":       "libw.so.1",
+		"libnoshdr.so.1.0":  "libnoshdr.so.1",
+		"libarm.so.1":       "libarm.so.1",
+	})
+	cuda := readFile(t, filepath.Join(dir, "libcuda.so.1.1"))
+	// Stripped of section headers: only the program headers lead to the
+	// SONAME.
+	noshdr := readFile(t, filepath.Join(dir, "libnoshdr.so.1.0"))
+	binary.LittleEndian.PutUint64(noshdr[40:], 0) // e_shoff
+	binary.LittleEndian.PutUint32(noshdr[60:], 0) // e_shnum, e_shstrndx
+	writeFile(t, filepath.Join(dir, "libnoshdr.so.1.0"), noshdr)
+	arm := readFile(t, filepath.Join(dir, "libarm.so.1"))
+	binary.LittleEndian.PutUint16(arm[18:], 183) // EM_AARCH64
+	writeFile(t, filepath.Join(dir, "libarm.so.1"), arm)
+	writeFile(t, filepath.Join(dir, "libtrunc.so.1"), cuda[:100])
+	writeFile(t, filepath.Join(dir, "libgarbage.so"), []byte("INPUT(-lfoo)\n"))
+	writeFile(t, filepath.Join(dir, "nvidia-smi"), cuda) // not a library name
+	for link, target := range map[string]string{
+		"libx.so":          "libx.so.2.5", // development link: cached under its own name
+		"libw.so.1":        "libw.so.1.0", // SONAME link
+		"libdangling.so.1": "nowhere",
+	} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "libdir.so.1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// An executable, not a shared object.
+	src := filepath.Join(t.TempDir(), "main.c")
+	writeFile(t, src, []byte("int main(void) { return 0; }\n"))
+	if out, err := exec.Command("gcc", "-no-pie", "-o", filepath.Join(dir, "libexe.so"), src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return rel
+}
+
+func TestScanDir(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, wslDir(t, root))
+	entries, err := ScanDir(dir, "/usr/lib/wsl/lib/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const w = " (libc6,x86-64) => /usr/lib/wsl/lib/"
+	want := "" +
+		"\tlibz.so.1" + w + "libz.so.1\n" +
+		"\tliby.so.3" + w + "liby.so.3.10\n" +
+		"\tlibx.so.2" + w + "libx.so.2.5\n" +
+		"\tlibx.so" + w + "libx.so\n" +
+		"\tlibw.so.1" + w + "libw.so.1\n" +
+		"\tlibnvidia-ml.so.1" + w + "libnvidia-ml.so.1\n" +
+		"\tlibnoshdr.so.1" + w + "libnoshdr.so.1.0\n" +
+		"\tlibfoo.so.10" + w + "libfoo.so.10\n" +
+		"\tlibfoo.so.2" + w + "libfoo.so.2\n" +
+		"\tlibfoo.so.1" + w + "libfoo.so.1\n" +
+		"\tlibd3d12core.so" + w + "libd3d12core.so\n" + // a digit sorts after a letter
+		"\tlibd3d12.so" + w + "libd3d12.so\n" +
+		"\tlibdxcore.so" + w + "libdxcore.so\n" +
+		"\tlibcuda.so.1" + w + "libcuda.so.1\n" +
+		"\tlibbar-2.0.so.0" + w + "libbar-2.0.so.0\n"
+	if got := listing(entries); got != want {
+		t.Fatalf("ScanDir:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// The real ldconfig on the same directory makes the same keys in the same
+// order. Paths differ only where ldconfig names a SONAME link it did not
+// create (-X, as in a read-only mount): there ScanDir names the file
+// ldconfig would have linked to.
+func TestScanDirMatchesLdconfig(t *testing.T) {
+	root := t.TempDir()
+	rel := wslDir(t, root)
+	data, verbose := ldconfigRoot(t, root, "/"+rel, "new")
+	theirs, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	linkTarget := map[string]string{} // "soname -> file" lines of ldconfig -v
+	for _, l := range strings.Split(verbose, "\n") {
+		if soname, file, ok := strings.Cut(strings.TrimPrefix(l, "\t"), " -> "); ok {
+			linkTarget[soname] = file
+		}
+	}
+	ours, err := ScanDir(filepath.Join(root, rel), "/"+rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ours) != len(theirs) {
+		t.Fatalf("ScanDir\n%s\nldconfig\n%s", listing(ours), listing(theirs))
+	}
+	for i, e := range theirs {
+		want := e
+		if _, err := os.Lstat(filepath.Join(root, e.Path)); errors.Is(err, fs.ErrNotExist) {
+			want.Path = "/" + rel + "/" + linkTarget[e.Key]
+		}
+		if ours[i] != want {
+			t.Errorf("entry %d: ScanDir %+v, want %+v (ldconfig %+v)", i, ours[i], want, e)
+		}
+	}
+}
+
+func TestScanDirErrors(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	tests := []struct {
+		name, hostDir, containerDir, want string
+	}{
+		{"relative container dir", t.TempDir(), "usr/lib/wsl/lib", `container directory "usr/lib/wsl/lib" is not an absolute path`},
+		{"missing host dir", missing, "/usr/lib/wsl/lib", "list libraries: open " + missing + ": no such file or directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ScanDir(tt.hostDir, tt.containerDir)
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("ScanDir error %v, want %s", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestIsDSOName(t *testing.T) {
+	tests := []struct {
+		name string
+		want bool
+	}{
+		{"libcuda.so.1", true},
+		{"libdxcore.so", true},
+		{"ld-linux-x86-64.so.2", true},
+		{"ld.so.1", true},
+		{"ld64.so.2", true},
+		{"nvidia-smi", false},
+		{"libso", false},
+		{"dxcore.so", false},
+	}
+	for _, tt := range tests {
+		if got := isDSOName(tt.name); got != tt.want {
+			t.Errorf("isDSOName(%q) = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
