@@ -66,7 +66,11 @@ func makeTree(t *testing.T, root string, lines ...string) {
 		case "symlink":
 			err = os.Symlink(f[2], p)
 		case "cache":
-			err = os.WriteFile(p, ldcache.Encode([]ldcache.Entry{{Key: "libold.so.1", Path: "/lib/libold.so.1", Flags: ldcache.FlagX8664Libc6}}), 0o644)
+			var data []byte
+			data, err = ldcache.Encode([]ldcache.Entry{{Key: "libold.so.1", Path: "/lib/libold.so.1", Flags: ldcache.FlagX8664Libc6}})
+			if err == nil {
+				err = os.WriteFile(p, data, 0o644)
+			}
 		case "char":
 			err = unix.Mknod(p, unix.S_IFCHR|0o600, int(unix.Mkdev(atoi(f[2]), atoi(f[3]))))
 		default:
