@@ -202,7 +202,7 @@ func runBox(t *testing.T, b box) *outcome {
 			t.Fatalf("hash rootfs: %v", err)
 		}
 	}
-	before := snapshotHost(t, o.fixture)
+	before := snapshotHost(t, o.fixture, dir)
 	o.exitCode, o.stdout, o.stderr = execute(t, argv)
 	deleteContainer(t, filepath.Join(dir, "state"), id)
 	before.checkHost(t, o.fixture)
@@ -255,7 +255,7 @@ func buildSpec(t *testing.T, b box, h *harness, hookBin, cfgPath, id string) *sp
 	spec.Root = &specs.Root{Path: "rootfs", Readonly: b.readonly}
 	spec.Hostname = "e2e"
 	spec.Annotations = b.annotations
-	spec.Linux.CgroupsPath = "/wsl-gpu-hook-e2e/" + id
+	spec.Linux.CgroupsPath = "/" + cgroupParent + "/" + id
 	spec.Linux.Devices = append(spec.Linux.Devices, b.devices...)
 	if spec.Linux.Resources == nil {
 		spec.Linux.Resources = &specs.LinuxResources{}

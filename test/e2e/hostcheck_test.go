@@ -32,14 +32,16 @@ func hostPaths() []string {
 
 // hostSnapshot is the part of the host a container run must not change.
 type hostSnapshot struct {
+	own       string            // the run's work dir
 	mountinfo []string          // the test process's (the host's) mount table
 	paths     map[string]string // hostPaths -> entryDigest
 	fixture   map[string]string // fixture tree, by relative path
 }
 
-func snapshotHost(t *testing.T, fixture string) hostSnapshot {
+// snapshotHost records the host before a run whose work dir is own.
+func snapshotHost(t *testing.T, fixture, own string) hostSnapshot {
 	t.Helper()
-	s := hostSnapshot{mountinfo: mountinfo(t), paths: map[string]string{}}
+	s := hostSnapshot{own: own, mountinfo: mountinfo(t, own), paths: map[string]string{}}
 	for _, p := range hostPaths() {
 		s.paths[p] = entryDigest(p)
 	}
@@ -55,7 +57,7 @@ func snapshotHost(t *testing.T, fixture string) hostSnapshot {
 // checkHost compares the host with the snapshot taken before the run.
 func (before hostSnapshot) checkHost(t *testing.T, fixture string) {
 	t.Helper()
-	after := snapshotHost(t, fixture)
+	after := snapshotHost(t, fixture, before.own)
 	if added, removed := diffLines(before.mountinfo, after.mountinfo); len(added)+len(removed) > 0 {
 		t.Errorf("host mount table changed (a mount leaked out of the container's namespace):\n+ %s\n- %s",
 			strings.Join(added, "\n+ "), strings.Join(removed, "\n- "))
@@ -70,7 +72,12 @@ func (before hostSnapshot) checkHost(t *testing.T, fixture string) {
 	}
 }
 
-func mountinfo(t *testing.T) []string {
+// mountinfo returns the host's mount table without what other runs do on
+// purpose: runc's own clone mounts and the mounts tests make in their own
+// work dirs (a tmpfs root file system), in this run or in a concurrent
+// `go test` of another checkout. Mounts in own, the run being checked,
+// are kept: that is where a hook's leak would show.
+func mountinfo(t *testing.T, own string) []string {
 	t.Helper()
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
@@ -78,11 +85,27 @@ func mountinfo(t *testing.T) []string {
 	}
 	var lines []string
 	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		if !runcCloneMount(l) {
+		if !runcCloneMount(l) && !otherRunMount(l, own) {
 			lines = append(lines, l)
 		}
 	}
 	return lines
+}
+
+// scratchPrefix starts the name of every run's scratch dir in os.TempDir.
+const scratchPrefix = "wsl-gpu-hook-e2e-"
+
+func otherRunMount(line, own string) bool {
+	f := strings.Fields(line)
+	if len(f) < 5 {
+		return false
+	}
+	mp := unescapeMountinfo(f[4])
+	if own != "" && (mp == own || strings.HasPrefix(mp, own+"/")) {
+		return false
+	}
+	rel, err := filepath.Rel(os.TempDir(), mp)
+	return err == nil && strings.HasPrefix(rel, scratchPrefix) && !strings.HasPrefix(rel, "..")
 }
 
 // runcCloneMount reports runc's own short-lived mount: runc 1.1 protects

@@ -63,7 +63,7 @@ func TestLoad(t *testing.T) {
 		os.MkdirAll(b, 0o755)
 		// Without a cgroupsPath runc uses /<id>: a second load run on the
 		// machine (another checkout's tests) would share load-N's cgroups.
-		spec.Linux.CgroupsPath = fmt.Sprintf("/wsl-gpu-hook-e2e/%s-%d", filepath.Base(dir), i)
+		spec.Linux.CgroupsPath = fmt.Sprintf("/%s/%s-%d", cgroupParent, filepath.Base(dir), i)
 		data, _ := json.Marshal(spec)
 		if err := os.WriteFile(filepath.Join(b, "config.json"), data, 0o644); err != nil {
 			t.Fatal(err)
@@ -74,7 +74,7 @@ func TestLoad(t *testing.T) {
 	script := fmt.Sprintf(`seq 0 %d | xargs -P %d -I{} sh -c 'runc --root %s/state run --bundle %s/bundles/{} load-{} >/dev/null 2>>%s/runc.err || echo {} >> %s'`,
 		n-1, par, dir, dir, dir, fails)
 	report := filepath.Join(dir, "report.json")
-	before := snapshotHost(t, fixture)
+	before := snapshotHost(t, fixture, dir)
 	fdsBefore := openFiles(t)
 	cmd := exec.Command(sim, "--profile", "nvidia-laptop", "--dev", filepath.Join(devDir, "dxg"), "--report", report, "--", "sh", "-c", script)
 	out, err := cmd.CombinedOutput()

@@ -61,7 +61,29 @@ func TestMain(m *testing.M) {
 	if h.tmp != "" && h.keep == "" {
 		os.RemoveAll(h.tmp)
 	}
+	removeCgroupParents()
 	os.Exit(code)
+}
+
+// cgroupParent holds every test container's cgroup (spec cgroupsPath).
+const cgroupParent = "wsl-gpu-hook-e2e"
+
+// removeCgroupParents removes the parent cgroup runc created in each
+// hierarchy; runc removes only the containers' own. One still in use (a
+// concurrent run) is busy and stays.
+func removeCgroupParents() {
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", cgroupParent))
+	if d := filepath.Join("/sys/fs/cgroup", cgroupParent); isDir(d) {
+		dirs = append(dirs, d) // cgroup v2, unified at the root
+	}
+	for _, d := range dirs {
+		os.Remove(d)
+	}
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
 
 func newHarness() (*harness, error) {
@@ -88,7 +110,7 @@ func newHarness() (*harness, error) {
 	if err := os.MkdirAll(h.cache, 0o755); err != nil {
 		return nil, fmt.Errorf("create cache dir: %w", err)
 	}
-	h.tmp, err = os.MkdirTemp("", "wsl-gpu-hook-e2e-")
+	h.tmp, err = os.MkdirTemp("", scratchPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("create scratch dir: %w", err)
 	}

@@ -1,0 +1,37 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestOtherRunMount guards the one exception to the strict host mount
+// check: mounts tests make in other runs' work dirs, never the run's own.
+func TestOtherRunMount(t *testing.T) {
+	tmp := os.TempDir()
+	own := filepath.Join(tmp, scratchPrefix+"1", "c-7")
+	line := func(mp string) string {
+		return "42 27 0:39 / " + mp + " rw,relatime - tmpfs tmpfs rw,size=8192k"
+	}
+	tests := []struct {
+		name  string
+		mp    string
+		other bool
+	}{
+		{name: "another test's tmpfs root", mp: filepath.Join(tmp, scratchPrefix+"1", "c-8/bundle/rootfs"), other: true},
+		{name: "another checkout's run", mp: filepath.Join(tmp, scratchPrefix+"2", "c-1/bundle/rootfs"), other: true},
+		{name: "the run's own rootfs", mp: filepath.Join(own, "bundle/rootfs")},
+		{name: "the run's own dir", mp: own},
+		{name: "a WSL path on the host", mp: "/usr/lib/wsl/lib"},
+		{name: "a look-alike outside the temp dir", mp: "/srv/" + scratchPrefix + "1/x"},
+		{name: "a sibling of the scratch dirs", mp: filepath.Join(tmp, "other")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := otherRunMount(line(tt.mp), own); got != tt.other {
+				t.Errorf("otherRunMount(%s) = %v, want %v", tt.mp, got, tt.other)
+			}
+		})
+	}
+}
