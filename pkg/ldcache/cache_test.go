@@ -354,24 +354,17 @@ func TestMergeRejectsGarbage(t *testing.T) {
 // encoding order, unusable glibc-hwcaps entries dropped, hwcaps indices
 // (which belong to one file) cleared.
 func normalized(entries []Entry) []Entry {
-	var recs []record
+	var out []Entry
 	for _, e := range entries {
 		if isExtension(e.HWCap) && e.HWCapsSubdir == "" {
 			continue
 		}
-		r := record{Entry: e, ext: e.HWCapsSubdir != ""}
-		if r.ext {
-			r.HWCap &^= 1<<32 - 1
-		} else {
-			r.legacy = e.HWCap
+		if e.HWCapsSubdir != "" {
+			e.HWCap &^= 1<<32 - 1
 		}
-		recs = append(recs, r)
+		out = append(out, e)
 	}
-	slices.SortStableFunc(recs, compare)
-	out := make([]Entry, len(recs))
-	for i, r := range recs {
-		out[i] = r.Entry
-	}
+	slices.SortStableFunc(out, func(a, b Entry) int { return compare(&a, &b) })
 	return out
 }
 

@@ -185,12 +185,12 @@ func TestLoaderFindsEveryKey(t *testing.T) {
 		}
 	}
 
-	recs := make([]record, len(entries))
-	for i, e := range entries {
-		recs[i] = record{Entry: e}
+	order := make([]int32, len(entries))
+	for i := range order {
+		order[i] = int32(i)
 	}
-	slices.SortFunc(recs, func(a, b record) int { return -compare(a, b) })
-	wrong, err := layout(recs)
+	slices.SortFunc(order, func(i, j int32) int { return -compare(&entries[i], &entries[j]) })
+	wrong, err := layout(entries, order)
 	if err != nil {
 		t.Fatal(err)
 	}
