@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
 
@@ -131,20 +132,16 @@ func newHarness() (*harness, error) {
 		imageDebian:  sync.OnceValues(func() (string, error) { return debianImage(h.cache) }),
 		imageBusybox: sync.OnceValues(func() (string, error) { return busyboxImage(h.cache) }),
 	}
-	mkfixture := sync.OnceValues(func() (string, error) {
-		return h.goBuild(bin, "mkfixture", "./test/e2e/mkfixture", false)
-	})
 	h.fixtures = map[string]func() (string, error){}
 	for _, name := range simhost.Names() {
 		h.fixtures[name] = sync.OnceValues(func() (string, error) {
-			tool, err := mkfixture()
+			p, err := simhost.Lookup(name)
 			if err != nil {
 				return "", err
 			}
 			dir := filepath.Join(h.tmp, "fixtures", name)
-			cmd := exec.Command(tool, "-profile", name, "-out", dir, "-cache", filepath.Join(h.cache, "fixture"))
-			if out, err := cmd.CombinedOutput(); err != nil {
-				return "", fmt.Errorf("build fixture %s: %w\n%s", name, err, out)
+			if err := fixture.Build(dir, p, fixture.Options{CacheDir: filepath.Join(h.cache, "fixture")}); err != nil {
+				return "", fmt.Errorf("build fixture %s: %w", name, err)
 			}
 			return dir, nil
 		})
