@@ -52,8 +52,10 @@ const (
 const FlagX8664Libc6 int32 = 0x0303
 
 // ErrFormat reports bytes that are not a loader cache this package can read.
-// The loader ignores such a file, so replacing it with a cache of only the
-// hook's entries loses nothing.
+// The loader ignores a file without the magic, with the other byte order or
+// with more entries than fit, and fails lookups that meet a broken string
+// offset; replacing such a file with Merge(nil, entries) loses nothing
+// that worked reliably.
 var ErrFormat = errors.New("not a glibc loader cache")
 
 // Entry is one row of the cache: the name a program asks for and the file
