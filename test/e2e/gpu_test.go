@@ -294,12 +294,17 @@ func TestBusyboxAll(t *testing.T) {
 		checks: []check{
 			{"dxg-open", "fsprobe open-rw /dev/dxg"},
 			exists("lib", ctrLib+"/libdxcore.so"),
+			exists("ld-conf", ctrLdConf),
+			exists("ld-cache", "/etc/ld.so.cache"),
 		},
 	})
 	o.started(t)
 	wantOutput(t, o, "dxg-open", "open-rw /dev/dxg: ok")
 	wantOutput(t, o, "lib", "present")
-	warning := regexp.MustCompile(`(?i)warn.*(ld\.so|ldconfig|loader|glibc)`)
+	// Nothing for a loader that is not there.
+	wantOutput(t, o, "ld-conf", "absent")
+	wantOutput(t, o, "ld-cache", "absent")
+	warning := regexp.MustCompile(`(?m)^.*level=warning msg="[^"]*(loader|ldconfig|ld\.so)`)
 	if !warning.MatchString(o.hookLog) {
 		t.Errorf("the hook log has no warning about the image's missing loader cache:\n%s", o.hookLog)
 	}
@@ -431,6 +436,7 @@ func TestFailingStart(t *testing.T) {
 			if !ok {
 				t.Fatalf("runc's error does not carry the hook's stderr:\n%s", o.stderr)
 			}
+			t.Logf("runc's error ends with: %s", strings.TrimSpace(got))
 			line, rest, _ := strings.Cut(got, "\n")
 			if rest != "" || !hookLine.MatchString(line) {
 				t.Errorf("the hook's stderr is %q, want exactly one line `wsl-gpu-hook: <stage>: <cause>: <what to do>`", got)
