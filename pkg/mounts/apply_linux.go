@@ -253,7 +253,9 @@ func (a *applier) bind(s Step) (string, error) {
 	}
 	switch st, err := lstatAt(dir, base); {
 	case errors.Is(err, unix.ENOENT):
-		if err := unix.Mkdirat(int(dir.Fd()), base, 0o755); err != nil {
+		// EEXIST: another hook sharing this rootfs made it meanwhile;
+		// the O_DIRECTORY|O_NOFOLLOW open below checks what it is.
+		if err := unix.Mkdirat(int(dir.Fd()), base, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
 			return "mkdir", err
 		}
 	case err != nil:
