@@ -17,10 +17,7 @@ import (
 // host, the host's mounts (runBox) and the fixture stay as they were.
 func TestHostileImages(t *testing.T) {
 	env(t) // skips when this host cannot run containers
-	bait := t.TempDir()
-	if err := os.WriteFile(filepath.Join(bait, "secret"), []byte("host data\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bait := newBait(t)
 	climb := "../../../../../../../../.." + bait
 	link := func(target, name string) func(*testing.T, string) {
 		return func(t *testing.T, rootfs string) {
@@ -99,6 +96,17 @@ func TestHostileImages(t *testing.T) {
 	}
 }
 
+// newBait makes the host directory hostile images aim at, holding one file
+// whose content checkBait verifies.
+func newBait(t *testing.T) string {
+	t.Helper()
+	bait := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bait, "secret"), []byte("host data\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return bait
+}
+
 // checkBait fails if anything in the host directory hostile images aim at
 // was created or changed.
 func checkBait(t *testing.T, bait string) {
@@ -123,10 +131,7 @@ func checkBait(t *testing.T, bait string) {
 // one line.
 func TestRacingSymlinks(t *testing.T) {
 	env(t)
-	bait := t.TempDir()
-	if err := os.WriteFile(filepath.Join(bait, "secret"), []byte("host data\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bait := newBait(t)
 	const runs = 20
 	started, failed := 0, 0
 	for i := 0; i < runs; i++ {
@@ -191,10 +196,7 @@ func race(stop <-chan struct{}, done chan<- struct{}, bait string, paths ...stri
 // file must stay as it was.
 func TestPreplacedDeviceNode(t *testing.T) {
 	env(t)
-	bait := t.TempDir()
-	if err := os.WriteFile(filepath.Join(bait, "secret"), []byte("host data\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bait := newBait(t)
 	tests := []struct {
 		name  string
 		place func(t *testing.T, dev string)
@@ -240,10 +242,7 @@ func TestPreplacedDeviceNode(t *testing.T) {
 // the bait never changes.
 func TestHostileSystemDirs(t *testing.T) {
 	env(t)
-	bait := t.TempDir()
-	if err := os.WriteFile(filepath.Join(bait, "secret"), []byte("host data\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bait := newBait(t)
 	climb := "../../../../../../../../.." + bait
 	tests := []struct {
 		name     string
