@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/moby/sys/userns"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
@@ -65,15 +66,17 @@ func hook(stage string, cfg config.Config, stdin io.Reader, log *logrus.Entry) e
 		entry.Debugf("no GPU requested (%s): nothing to do", orUnset(in.req.Source))
 		return nil
 	}
-	// In a user namespace the container's /dev is owned by that namespace:
-	// a node the hook made would be unusable (and host root is not mapped
-	// there to make one). The runtime can bind the host's node instead,
-	// when the device is in the spec, as CDI and the wrapper put it.
+	// When the runtime put /dev/dxg in the spec (CDI, the wrapper) the node
+	// is there already, usable in any user namespace.
 	runtimeNode := in.spec.HasDevice(mounts.ContainerDevice)
-	if in.spec.UserNamespace() && !runtimeNode {
-		return fmt.Errorf("the container runs in its own user namespace, where the hook cannot create /dev/dxg: request the GPU through CDI (--device wsl-gpu-hook.dev/gpu=all) or the wsl-gpu runtime, which put the device in the container's spec")
+	// A hook in a user namespace of its own is a rootless engine's: it may
+	// not touch device cgroups, and needs not, because a rootless runtime
+	// cannot set device rules either.
+	rootless := userns.RunningInUserNS()
+	if rootless {
+		entry.Infof("the hook runs in a user namespace (rootless engine): device cgroups are left alone, /dev/dxg is bound from the host")
 	}
-	if stage == stageCreateContainer {
+	if stage == stageCreateContainer && !rootless {
 		if err := allowSelf(cfg, in.spec); err != nil {
 			return err
 		}
@@ -82,7 +85,7 @@ func hook(stage string, cfg config.Config, stdin io.Reader, log *logrus.Entry) e
 	if err != nil {
 		return err
 	}
-	if in.spec.UserNamespace() {
+	if in.spec.UserNamespace() && runtimeNode {
 		plan = withoutDevice(plan)
 	}
 	steps := make([]string, len(plan))
@@ -95,8 +98,10 @@ func hook(stage string, cfg config.Config, stdin io.Reader, log *logrus.Entry) e
 		if in.pid <= 0 {
 			return fmt.Errorf("container state has no pid: run the hook as a prestart or createRuntime hook")
 		}
-		if err := devcgroup.Allow(in.pid, in.spec.DeviceRules(), dev); err != nil {
-			return err
+		if !rootless {
+			if err := devcgroup.Allow(in.pid, in.spec.DeviceRules(), dev); err != nil {
+				return err
+			}
 		}
 		return nsenter.InMountNS(in.pid, func() error { return applyPlan(in.rootfs, plan, entry) })
 	}
@@ -225,7 +230,10 @@ func planFor(cfg config.Config, in *hookInput, log *logrus.Entry) ([]mounts.Step
 	}
 
 	pin := mounts.Inputs{
-		Device:     hostDev,
+		Device: hostDev,
+		// A node made on a /dev the container's user namespace mounted
+		// could not be opened there: bind the host's instead.
+		BindDevice: in.spec.UserNamespace(),
 		LibDir:     cfg.LibDir,
 		DriversDir: cfg.DriversDir,
 		Folders:    folders,

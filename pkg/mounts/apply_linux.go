@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -220,11 +221,15 @@ func (a *applier) device(s Step) (string, error) {
 			return "remove existing", err
 		}
 	}
+	if s.BindNode {
+		return a.bindDevice(dir, base, s)
+	}
 	if err := unix.Mknodat(int(dir.Fd()), base, unix.S_IFCHR|0o666, int(dev)); err != nil {
 		if !errors.Is(err, unix.EPERM) {
 			return "mknod", err
 		}
-		// In a user namespace mknod is not allowed: bind the host node.
+		// A hook that itself runs in a user namespace (a rootless engine)
+		// may not mknod: bind the host node.
 		return a.bindDevice(dir, base, s)
 	}
 	a.onUndo(dir, base, 0)
@@ -232,7 +237,13 @@ func (a *applier) device(s Step) (string, error) {
 }
 
 func (a *applier) bindDevice(dir *os.File, base string, s Step) (string, error) {
-	fd, err := unix.Openat(int(dir.Fd()), base, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o666)
+	fd, err := createFile(dir, base)
+	if errors.Is(err, unix.EOVERFLOW) {
+		// The container's user namespace mounted its /dev and does not map
+		// host root, so no file of root's can exist there: create the mount
+		// point as the directory's owner, the container's root.
+		fd, err = createAsOwner(dir, base)
+	}
 	if err != nil {
 		return "create mount point", err
 	}
@@ -244,6 +255,26 @@ func (a *applier) bindDevice(dir *os.File, base string, s Step) (string, error) 
 	}
 	defer target.Close()
 	return a.mountOnto(s.Source, target, 0)
+}
+
+func createFile(dir *os.File, base string) (int, error) {
+	return unix.Openat(int(dir.Fd()), base, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o666)
+}
+
+// createAsOwner creates base with this thread's file-system ids set to the
+// owner of dir. They are per thread, so the thread stays locked meanwhile.
+func createAsOwner(dir *os.File, base string) (int, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(dir.Fd()), &st); err != nil {
+		return -1, err
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	gid, _ := unix.SetfsgidRetGid(int(st.Gid))
+	defer unix.SetfsgidRetGid(gid)
+	uid, _ := unix.SetfsuidRetUid(int(st.Uid))
+	defer unix.SetfsuidRetUid(uid)
+	return createFile(dir, base)
 }
 
 func (a *applier) bind(s Step) (string, error) {

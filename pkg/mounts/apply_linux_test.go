@@ -179,6 +179,7 @@ func TestApply(t *testing.T) {
 	tests := []struct {
 		name    string
 		image   []string // the rootfs, as tree lines; OUT is the hostile target
+		inputs  func(in *Inputs)
 		check   func(t *testing.T, fx *fixture)
 		wantErr string // Apply fails with an error containing this
 	}{
@@ -293,6 +294,27 @@ func TestApply(t *testing.T) {
 			},
 		},
 		{
+			name:   "user namespace: the host node is bound, not created",
+			image:  []string{"dir dev", "symlink dev/dxg OUT/secret"},
+			inputs: func(in *Inputs) { in.BindDevice = true },
+			check: func(t *testing.T, fx *fixture) {
+				p := filepath.Join(fx.rootfs, "dev/dxg")
+				if _, ok := mountedAt(p); !ok {
+					t.Errorf("%s is not a bind mount of the host node", p)
+				}
+				var got, host unix.Stat_t
+				if err := unix.Lstat(p, &got); err != nil {
+					t.Fatal(err)
+				}
+				if err := unix.Stat(fx.in.Device.Path, &host); err != nil {
+					t.Fatal(err)
+				}
+				if got.Ino != host.Ino || got.Dev != host.Dev {
+					t.Errorf("%s is not the host's node", p)
+				}
+			},
+		},
+		{
 			name:  "an image's own nvidia-smi is kept",
 			image: []string{"exe usr/bin/nvidia-smi"},
 			check: func(t *testing.T, fx *fixture) {
@@ -310,6 +332,9 @@ func TestApply(t *testing.T) {
 				image = append(image, strings.ReplaceAll(l, "OUT", fx.outside))
 			}
 			makeTree(t, fx.rootfs, image...)
+			if tt.inputs != nil {
+				tt.inputs(&fx.in)
+			}
 			before := snapshot(t, fx.outside)
 			hostBefore := snapshot(t, fx.host)
 			inPrivateMountNS(t, func() {
@@ -452,6 +477,10 @@ symlink /usr/bin/nvidia-smi -> /usr/lib/wsl/lib/nvidia-smi (if absent)
 `
 	if got.String() != want {
 		t.Fatalf("plan:\n%s\nwant:\n%s", got.String(), want)
+	}
+	in.BindDevice = true
+	if got := Plan(in)[0].String(); got != "device /dev/dxg c 10:53 bound from /dev/dxg" {
+		t.Errorf("user-namespace device step = %q", got)
 	}
 	in.Ldcache, in.NvidiaSmi, in.Folders = nil, "", nil
 	if n := len(Plan(in)); n != 3 {

@@ -50,11 +50,18 @@ type Step struct {
 	// NeedsGlibc marks steps that only make sense for a glibc image: in
 	// an image without glibc's loader they are skipped with a warning.
 	NeedsGlibc bool `json:"needsGlibc,omitempty"`
+	// BindNode makes a Device step bind the host's node (Source) instead
+	// of creating one: a node created on a /dev that a user namespace
+	// mounted cannot be opened (the kernel treats such mounts as nodev).
+	BindNode bool `json:"bindNode,omitempty"`
 }
 
 func (s Step) String() string {
 	switch s.Kind {
 	case Device:
+		if s.BindNode {
+			return fmt.Sprintf("device %s c %d:%d bound from %s", s.Target, s.Major, s.Minor, s.Source)
+		}
 		return fmt.Sprintf("device %s c %d:%d 0666", s.Target, s.Major, s.Minor)
 	case Bind:
 		return fmt.Sprintf("bind %s -> %s (ro,nosuid,nodev)", s.Source, s.Target)
@@ -92,12 +99,15 @@ type Inputs struct {
 	NvidiaSmi string
 	// Ldcache is nil when the loader cache is not to be touched.
 	Ldcache []ldcache.Entry
+	// BindDevice binds the host's node at ContainerDevice: set it when the
+	// container has a user namespace of its own.
+	BindDevice bool
 }
 
 // Plan computes the steps for in. It does no I/O.
 func Plan(in Inputs) []Step {
 	steps := []Step{
-		{Kind: Device, Target: ContainerDevice, Source: in.Device.Path, Major: in.Device.Major, Minor: in.Device.Minor},
+		{Kind: Device, Target: ContainerDevice, Source: in.Device.Path, Major: in.Device.Major, Minor: in.Device.Minor, BindNode: in.BindDevice},
 		{Kind: Bind, Source: in.LibDir, Target: ContainerLibDir},
 	}
 	for _, f := range in.Folders {
