@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 )
 
@@ -61,6 +63,9 @@ var (
 	ErrNotDir    = errors.New("is not a directory")
 	ErrAmbiguous = errors.New("matches several folders that differ only in case")
 	ErrBadPath   = errors.New("unusable driver store path")
+	// ErrUnreadable: the hook cannot list or enter the folder, so neither
+	// could the container (a rootless engine's root is an ordinary user).
+	ErrUnreadable = errors.New("is not readable")
 )
 
 // FolderError says why an adapter has no usable driver store folder. Its
@@ -88,6 +93,8 @@ func (e *FolderError) Error() string {
 		return fmt.Sprintf("%s: driver store folder %q was not found under %s: the Windows driver was probably updated while WSL was running: run wsl --shutdown", who, e.Folder, e.DriversDir)
 	case errors.Is(e.Err, ErrSymlink), errors.Is(e.Err, ErrNotDir):
 		return fmt.Sprintf("%s: driver store folder %q under %s %v: refusing it: make sure %s is WSL's own mount of the driver store", who, e.Folder, e.DriversDir, e.Err, e.DriversDir)
+	case errors.Is(e.Err, ErrUnreadable):
+		return fmt.Sprintf("%s: driver store folder %q under %s %v by uid %d: the container could not load the driver from it: make it readable and searchable by everyone, as WSL mounts it, or run the engine as root", who, e.Folder, e.DriversDir, e.Err, os.Getuid())
 	case errors.Is(e.Err, ErrAmbiguous):
 		return fmt.Sprintf("%s: driver store folder %q under %s %v: remove the stale one or run wsl --shutdown", who, e.Folder, e.DriversDir, e.Err)
 	}
@@ -200,6 +207,9 @@ func checkLibDir(dir string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("%s is not a directory: point lib_dir in the config at WSL's GPU library mount", dir)
 	}
+	if err := unix.Access(dir, unix.R_OK|unix.X_OK); err != nil {
+		return fmt.Errorf("%s is not readable by uid %d (%w): the container could not load the GPU libraries from it: make it readable by everyone, as WSL mounts it, or run the engine as root", dir, os.Getuid(), err)
+	}
 	return nil
 }
 
@@ -253,6 +263,14 @@ func (r *resolver) walk(name string) resolved {
 		}
 		dir = filepath.Join(dir, c)
 		onDisk = append(onDisk, c)
+	}
+	// Root passes any permission check; a rootless engine's hook does not,
+	// and a folder bound into its container unreadable would half-work.
+	if err := unix.Access(dir, unix.R_OK|unix.X_OK); err != nil {
+		if errors.Is(err, unix.EACCES) {
+			return resolved{err: ErrUnreadable}
+		}
+		return resolved{err: err}
 	}
 	return resolved{name: strings.Join(onDisk, "/")}
 }
