@@ -210,6 +210,7 @@ func planFor(cfg config.Config, in *hookInput, log *logrus.Entry) ([]mounts.Step
 	log.Infof("request %s selects %d of %d adapters", in.req.Source, len(selected), len(inv.Adapters))
 
 	var folders []string
+	var firstErr error
 	seen := map[string]bool{}
 	nvidia := false
 	for _, a := range selected {
@@ -220,6 +221,9 @@ func planFor(cfg config.Config, in *hookInput, log *logrus.Entry) ([]mounts.Step
 				return nil, dev, a.Err
 			}
 			log.Warnf("%v", a.Err)
+			if firstErr == nil {
+				firstErr = a.Err
+			}
 			continue
 		}
 		if !seen[a.Folder] {
@@ -227,6 +231,11 @@ func planFor(cfg config.Config, in *hookInput, log *logrus.Entry) ([]mounts.Step
 			folders = append(folders, a.Folder)
 		}
 		nvidia = nvidia || a.Vendor == driverstore.NVIDIA
+	}
+	// Without a single driver folder no vendor's stack can load: a
+	// container started so would only look as if it had a GPU.
+	if len(folders) == 0 && firstErr != nil {
+		return nil, dev, firstErr
 	}
 
 	pin := mounts.Inputs{
