@@ -69,6 +69,10 @@ type box struct {
 	// userns runs the container in its own user namespace, root mapped to
 	// host uid 100000, as rootless engines and userns-remap do.
 	userns bool
+	// noDevicesCgroup runs the hook in a mount namespace of its own without
+	// the cgroup v1 devices hierarchy: the cgroup files it must change are
+	// missing where it looks (runc itself refuses to start without them).
+	noDevicesCgroup bool
 }
 
 // simulation is how dxgsim wraps runc.
@@ -78,6 +82,11 @@ type simulation struct {
 	// bindHost runs runc in a private mount namespace where the fixture's
 	// /usr/lib/wsl and the simulated node sit at the real WSL paths.
 	bindHost bool
+	// breakHost, when set, runs on a private copy of the fixture before
+	// the run: the Windows side's file faults (a folder missing, a file
+	// where a folder belongs). The hook config and the leak checks use
+	// the copy.
+	breakHost func(t *testing.T, host string)
 }
 
 // check is one command the container runs; its output and exit status are
@@ -148,6 +157,9 @@ func runBox(t *testing.T, b box) *outcome {
 	if b.sim != nil {
 		need(t, "build dxgsim", h.dxgsim)
 		o.fixture = h.needFixture(t, b.sim.profile)
+		if b.sim.breakHost != nil {
+			o.fixture = brokenCopy(t, o.fixture, filepath.Join(dir, "host"), b.sim.breakHost)
+		}
 	}
 	probes := h.needProbes(t)
 	image := need(t, "image "+b.image, h.images[b.image])
@@ -298,6 +310,14 @@ func buildSpec(t *testing.T, b box, h *harness, hookBin, cfgPath, id string) *sp
 		hook.Args = append(hook.Args, "--config", cfgPath)
 	}
 	hook.Args = append(hook.Args, stage)
+	if b.noDevicesCgroup {
+		unshare, err := exec.LookPath(devicesHidden[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		hook.Args = append(append(append([]string{}, devicesHidden...), hook.Path), hook.Args[1:]...)
+		hook.Path = unshare
+	}
 	spec.Hooks = &specs.Hooks{}
 	switch stage {
 	case "prestart":
@@ -326,6 +346,21 @@ log_level = "debug"
 		t.Fatal(err)
 	}
 }
+
+// brokenCopy copies the fixture to dst and lets breakHost damage the copy.
+func brokenCopy(t *testing.T, fixture, dst string, breakHost func(t *testing.T, host string)) string {
+	t.Helper()
+	if out, err := exec.Command("cp", "-a", fixture, dst).CombinedOutput(); err != nil {
+		t.Fatalf("copy fixture: %v %s", err, out)
+	}
+	breakHost(t, dst)
+	return dst
+}
+
+// devicesHidden is the wrapper that unmounts the cgroup v1 devices
+// hierarchy in a private mount namespace before it runs its arguments.
+var devicesHidden = []string{"unshare", "--mount", "--propagation", "private", "sh", "-c",
+	`for m in $(awk '$3 == "cgroup" && $4 ~ /(^|,)devices(,|$)/ {print $2}' /proc/self/mounts); do umount "$m"; done; exec "$@"`, "sh"}
 
 func simArgs(t *testing.T, h *harness, sim *simulation, devDir, report, fixture string, cmd []string) []string {
 	t.Helper()

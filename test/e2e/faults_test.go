@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -46,6 +48,84 @@ func TestFaults(t *testing.T) {
 				got, ok := hookStderr(o.stderr)
 				if o.exitCode == 0 || !ok || !strings.Contains(got, tt.wantErr) || strings.Count(strings.TrimSpace(got), "\n") != 0 {
 					t.Fatalf("want a failed start with one hook line containing %q\n%s", tt.wantErr, o.debug())
+				}
+				return
+			}
+			o.started(t)
+			wantOutput(t, o, "drivers", strings.Join(tt.folders, "\n"))
+			wantOutput(t, o, "dxg", "open-rw /dev/dxg: ok")
+			if !strings.Contains(o.hookLog, tt.wantLog) {
+				t.Errorf("hook log lacks %q:\n%s", tt.wantLog, o.hookLog)
+			}
+		})
+	}
+}
+
+// TestHostFaults damages the Windows side's files and the host's cgroup
+// mounts under real runc starts: the container gets a working GPU with
+// what is left, or the start fails with the hook's one line, which names
+// what is wrong and what to do. runBox checks that nothing leaked.
+func TestHostFaults(t *testing.T) {
+	env(t)
+	nv := folder(t, "nvidia-laptop", simhost.FolderNVIDIA)
+	intel := folder(t, "nvidia-laptop", simhost.FolderIntel)
+	drivers := func(host string) string { return filepath.Join(host, "usr/lib/wsl/drivers") }
+	replace := func(t *testing.T, p string, with func(string) error) {
+		t.Helper()
+		if err := os.RemoveAll(p); err != nil {
+			t.Fatal(err)
+		}
+		if err := with(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	asFile := func(p string) error { return os.WriteFile(p, []byte("not a directory\n"), 0o644) }
+	gone := func(string) error { return nil }
+	tests := []struct {
+		name      string
+		breakHost func(t *testing.T, host string)
+		noDevices bool
+		request   string
+		folders   []string // the container starts with exactly these
+		wantErr   string   // or fails with a hook line containing this
+		wantLog   string
+	}{
+		{name: "lib dir missing", request: "all",
+			breakHost: func(t *testing.T, h string) { replace(t, filepath.Join(h, "usr/lib/wsl/lib"), gone) },
+			wantErr:   "usr/lib/wsl/lib does not exist: WSL mounts its GPU libraries there"},
+		{name: "lib dir is a file", request: "all",
+			breakHost: func(t *testing.T, h string) { replace(t, filepath.Join(h, "usr/lib/wsl/lib"), asFile) },
+			wantErr:   "usr/lib/wsl/lib is not a directory: point lib_dir in the config at WSL's GPU library mount"},
+		{name: "drivers dir missing", request: "all",
+			breakHost: func(t *testing.T, h string) { replace(t, drivers(h), gone) },
+			wantErr:   "the drivers dir " + "%HOST%/usr/lib/wsl/drivers does not exist"},
+		{name: "NVIDIA folder is a file, all asked", request: "all",
+			breakHost: func(t *testing.T, h string) { replace(t, filepath.Join(drivers(h), nv.Folder), asFile) },
+			folders:   []string{intel.Folder}, wantLog: "is not a directory: refusing it"},
+		{name: "NVIDIA folder is a link to /, nvidia asked", request: "nvidia",
+			breakHost: func(t *testing.T, h string) {
+				replace(t, filepath.Join(drivers(h), nv.Folder), func(p string) error { return os.Symlink("/", p) })
+			},
+			wantErr: "is a symlink: refusing it"},
+		{name: "devices cgroup not mounted", request: "all", noDevices: true,
+			wantErr: "but no cgroup v1 devices hierarchy is mounted here: run the hook in the host's mount namespace"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			o := runBox(t, box{
+				image:           imageBusybox,
+				sim:             &simulation{profile: "nvidia-laptop", breakHost: tt.breakHost},
+				noDevicesCgroup: tt.noDevices,
+				hook:            hookConfig,
+				env:             []string{"WSL_GPU_DEVICES=" + tt.request},
+				checks:          []check{{"drivers", "ls /usr/lib/wsl/drivers"}, {"dxg", "fsprobe open-rw /dev/dxg"}},
+			})
+			if tt.wantErr != "" {
+				want := strings.ReplaceAll(tt.wantErr, "%HOST%", o.fixture)
+				got, ok := hookStderr(o.stderr)
+				if o.exitCode == 0 || !ok || !strings.Contains(got, want) || strings.Count(strings.TrimSpace(got), "\n") != 0 {
+					t.Fatalf("want a failed start with one hook line containing %q\n%s", want, o.debug())
 				}
 				return
 			}
