@@ -3,7 +3,7 @@
 # Idempotent: packages already present are not touched.
 set -euo pipefail
 
-pkgs=(gcc libc6-dev make runc busybox-static debootstrap util-linux iproute2 docker.io podman containerd)
+pkgs=(gcc libc6-dev make runc busybox-static debootstrap util-linux iproute2 docker.io podman containerd uidmap)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -17,5 +17,13 @@ if [ "${#missing[@]}" -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+# Rootless podman's tests run as this user, which needs subordinate ids
+# (useradd gives them on Debian; an older useradd may not).
+rootless=wsl-gpu-rootless
+if [ "$(id -u)" -eq 0 ]; then
+	id -u "$rootless" >/dev/null 2>&1 || useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$rootless"
+	grep -q "^$rootless:" /etc/subuid 2>/dev/null || usermod --add-subuids 1065536-1131071 "$rootless"
+	grep -q "^$rootless:" /etc/subgid 2>/dev/null || usermod --add-subgids 1065536-1131071 "$rootless"
 fi
 command -v go >/dev/null || { echo "setup: Go is not on PATH (install Go 1.26+)" >&2; exit 1; }

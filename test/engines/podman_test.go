@@ -30,6 +30,28 @@ exec podman "$@"`
 	return run(t, []string{"PATH=" + e.bin + ":" + os.Getenv("PATH"), "CDI_SPEC=" + cdiSpec}, e.sim, all...)
 }
 
+// shippedHooksFile returns the hooks.d file install ships, pointed at the
+// hook binary and its config.
+func shippedHooksFile(t *testing.T, hook, config string) []byte {
+	t.Helper()
+	data, err := os.ReadFile("../../config/podman/wsl-gpu-hook.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file map[string]any
+	if err := json.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	h := file["hook"].(map[string]any)
+	h["path"] = hook
+	h["env"] = []string{"WSL_GPU_HOOK_CONFIG=" + config}
+	data, err = json.Marshal(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
 // TestPodman runs Debian 12's podman 4.3 with runc: through the hooks.d
 // file install ships, and through a CDI spec from `cdi generate`.
 func TestPodman(t *testing.T) {
@@ -42,20 +64,7 @@ func TestPodman(t *testing.T) {
 	if err := os.MkdirAll(hooksDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// The shipped hooks.d file, pointed at this build and the simulated host.
-	data, err := os.ReadFile("../../config/podman/wsl-gpu-hook.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var hook map[string]any
-	if err := json.Unmarshal(data, &hook); err != nil {
-		t.Fatal(err)
-	}
-	h := hook["hook"].(map[string]any)
-	h["path"] = e.hook
-	h["env"] = []string{"WSL_GPU_HOOK_CONFIG=" + e.config}
-	data, _ = json.Marshal(hook)
-	if err := os.WriteFile(filepath.Join(hooksDir, "wsl-gpu-hook.json"), data, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(hooksDir, "wsl-gpu-hook.json"), shippedHooksFile(t, e.hook, e.config), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
