@@ -254,9 +254,7 @@ func TestHostileSystemDirs(t *testing.T) {
 		{name: "usr-lib climbing", path: "usr/lib", link: climb},
 		{name: "etc absolute", path: "etc", link: bait},
 		{name: "usr-bin climbing", path: "usr/bin", link: climb},
-		// Not here: /dev as a link with no runtime tmpfs on /dev. runc
-		// 1.1.5 itself then creates its /dev/fd, /dev/ptmx, /dev/std*
-		// links in the link's host target, before any hook runs.
+		// /dev as a link: TestDevLink.
 		{name: "ld.so.cache is a directory", path: "etc/ld.so.cache"},
 		{name: "dev-dxg is a directory", path: "dev/dxg", imageDev: true},
 	}
@@ -302,6 +300,80 @@ func TestHostileSystemDirs(t *testing.T) {
 			}
 			if strings.Count(strings.TrimSpace(got), "\n") != 0 || !strings.HasPrefix(got, "wsl-gpu-hook: prestart: ") {
 				t.Errorf("hook stderr %q is not one line", got)
+			}
+			t.Logf("refused: %s", got)
+		})
+	}
+}
+
+// TestDevLink points the image's /dev at a host directory. runc 1.1.5
+// itself follows such a link on the host when it creates /dev/fd,
+// /dev/ptmx and /dev/std*, with or without its tmpfs on /dev, before any
+// hook runs: that is runc's, so each case first runs the image without
+// the hook to learn what runc alone leaves in the bait. With the hook the
+// bait must hold exactly that and nothing more (no dxg, no mount), and
+// the container must have a working /dev/dxg or fail with the hook's line.
+func TestDevLink(t *testing.T) {
+	env(t)
+	for _, tt := range []struct {
+		name     string
+		climb    bool
+		imageDev bool
+	}{
+		{name: "absolute, runtime tmpfs"},
+		{name: "climbing, runtime tmpfs", climb: true},
+		{name: "absolute, image dev", imageDev: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			run := func(hook hookMode) (*outcome, []string) {
+				bait := newBait(t)
+				target := bait
+				if tt.climb {
+					target = "../../../../../../../../.." + bait
+				}
+				o := runBox(t, box{
+					image:    imageBusybox,
+					sim:      &simulation{profile: "nvidia-laptop"},
+					hook:     hook,
+					env:      []string{"WSL_GPU_DEVICES=all"},
+					imageDev: tt.imageDev,
+					prepare: func(t *testing.T, rootfs string) {
+						p := filepath.Join(rootfs, "dev")
+						os.RemoveAll(p)
+						if err := os.Symlink(target, p); err != nil {
+							t.Fatal(err)
+						}
+					},
+					checks: []check{{"dxg", "fsprobe open-rw /dev/dxg"}},
+				})
+				entries, err := os.ReadDir(bait)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var names []string
+				for _, e := range entries {
+					names = append(names, e.Name())
+				}
+				if data, _ := os.ReadFile(filepath.Join(bait, "secret")); string(data) != "host data\n" {
+					t.Errorf("the host file in the bait changed: %q", data)
+				}
+				return o, names
+			}
+			_, runcAlone := run(noHook)
+			o, withHook := run(hookConfig)
+			if strings.Join(withHook, " ") != strings.Join(runcAlone, " ") {
+				t.Errorf("the hook changed the host directory /dev links to: runc alone leaves %v, with the hook %v", runcAlone, withHook)
+			}
+			if len(runcAlone) > 1 {
+				t.Logf("runc alone created %v in the host directory", runcAlone)
+			}
+			if o.exitCode == 0 {
+				wantOutput(t, o, "dxg", "open-rw /dev/dxg: ok")
+				return
+			}
+			got, ok := hookStderr(o.stderr)
+			if !ok || strings.Count(strings.TrimSpace(got), "\n") != 0 {
+				t.Fatalf("failed without the hook's one line:\n%s", o.debug())
 			}
 			t.Logf("refused: %s", got)
 		})
