@@ -105,12 +105,13 @@ func (r *rootless) rootfs(t *testing.T) string {
 // CDI spec the simulated host sits at the real WSL paths (dxgsim
 // --bind-host): a rootless runc binds a spec's device from the host path
 // of the same name.
-func (r *rootless) podman(t *testing.T, cdiSpec string, args ...string) (string, error) {
+func (r *rootless) podman(t *testing.T, cdiSpec, nodeMode string, args ...string) (string, error) {
 	t.Helper()
 	script := `set -e
 mount -t tmpfs tmpfs /run
 mkdir -p /run/cdi
 if [ -n "$CDI_SPEC" ]; then cp "$CDI_SPEC" /run/cdi/; fi
+if [ -n "$DXG_MODE" ]; then chmod "$DXG_MODE" "$DXG_NODE"; fi
 exec setpriv --reuid "$RUID" --regid "$RUID" --init-groups env HOME="$RHOME" XDG_RUNTIME_DIR="$RHOME/run" XDG_CONFIG_HOME="$RHOME/config" podman "$@"`
 	base := []string{
 		"--root", filepath.Join(r.home, "storage"), "--runroot", filepath.Join(r.home, "runroot"),
@@ -124,6 +125,7 @@ exec setpriv --reuid "$RUID" --regid "$RUID" --init-groups env HOME="$RHOME" XDG
 	simArgs = append(simArgs, "--", "unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh")
 	env := []string{
 		"PATH=" + r.e.bin + ":" + os.Getenv("PATH"), "CDI_SPEC=" + cdiSpec, "RUID=" + rootlessUser, "RHOME=" + r.home,
+		"DXG_MODE=" + nodeMode, "DXG_NODE=" + r.e.dev,
 	}
 	out, err := run(t, env, r.e.sim, append(append(simArgs, base...), args...)...)
 	r.stopPause()
@@ -180,6 +182,7 @@ func TestPodmanRootless(t *testing.T) {
 		name    string
 		args    []string
 		cdi     bool
+		node    string // the simulated node's mode, if not 0666
 		config  string
 		folders []string // the container starts with these folders
 		wantErr string   // or fails with one hook line containing this
@@ -192,6 +195,8 @@ func TestPodmanRootless(t *testing.T) {
 			folders: []string{e.intel}, wantLog: "is not readable by the hook"},
 		{name: "unreadable NVIDIA folder, nvidia asked", args: []string{"--annotation", "wsl-gpu-hook/devices=nvidia"}, config: lockedCfg,
 			wantErr: "is not readable by the hook, so the container could not load the driver from it either"},
+		{name: "node only root may open", args: []string{"--annotation", "wsl-gpu-hook/devices=all"}, config: cfg, node: "0600",
+			wantErr: "the GPU device is not accessible to this user: run as root or make /dev/dxg mode 0666"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -206,7 +211,7 @@ func TestPodmanRootless(t *testing.T) {
 			if tt.cdi {
 				cdiSpec = spec
 			}
-			out, err := r.podman(t, cdiSpec, args...)
+			out, err := r.podman(t, cdiSpec, tt.node, args...)
 			log, _ := os.ReadFile(logFile)
 			if tt.wantErr != "" {
 				line := grepLines(out, "wsl-gpu-hook: prestart: ")
