@@ -43,6 +43,9 @@ type hookInput struct {
 	rootfs string
 	spec   *oci.Spec
 	req    request.Request
+	// rootless: the hook itself runs in a user namespace, a rootless
+	// engine's, as an ordinary user on the host.
+	rootless bool
 }
 
 func runHook(_ context.Context, stage string, cfg config.Config, stdin io.Reader) error {
@@ -72,11 +75,11 @@ func hook(stage string, cfg config.Config, stdin io.Reader, log *logrus.Entry) e
 	// A hook in a user namespace of its own is a rootless engine's: it may
 	// not touch device cgroups, and needs not, because a rootless runtime
 	// cannot set device rules either.
-	rootless := userns.RunningInUserNS()
-	if rootless {
+	in.rootless = userns.RunningInUserNS()
+	if in.rootless {
 		entry.Infof("the hook runs in a user namespace (rootless engine): device cgroups are left alone, /dev/dxg is bound from the host")
 	}
-	if stage == stageCreateContainer && !rootless {
+	if stage == stageCreateContainer && !in.rootless {
 		if err := allowSelf(cfg, in.spec); err != nil {
 			return err
 		}
@@ -98,7 +101,7 @@ func hook(stage string, cfg config.Config, stdin io.Reader, log *logrus.Entry) e
 		if in.pid <= 0 {
 			return fmt.Errorf("container state has no pid: run the hook as a prestart or createRuntime hook")
 		}
-		if !rootless {
+		if !in.rootless {
 			if err := devcgroup.Allow(in.pid, in.spec.DeviceRules(), dev); err != nil {
 				return err
 			}
@@ -241,8 +244,9 @@ func planFor(cfg config.Config, in *hookInput, log *logrus.Entry) ([]mounts.Step
 	pin := mounts.Inputs{
 		Device: hostDev,
 		// A node made on a /dev the container's user namespace mounted
-		// could not be opened there: bind the host's instead.
-		BindDevice: in.spec.UserNamespace(),
+		// could not be opened there, and a rootless hook may not make one:
+		// bind the host's instead.
+		BindDevice: in.spec.UserNamespace() || in.rootless,
 		LibDir:     cfg.LibDir,
 		DriversDir: cfg.DriversDir,
 		Folders:    folders,

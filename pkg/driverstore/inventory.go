@@ -65,7 +65,7 @@ var (
 	ErrBadPath   = errors.New("unusable driver store path")
 	// ErrUnreadable: the hook cannot list or enter the folder, so neither
 	// could the container (a rootless engine's root is an ordinary user).
-	ErrUnreadable = errors.New("is not readable")
+	ErrUnreadable = errors.New("is not readable by the hook")
 )
 
 // FolderError says why an adapter has no usable driver store folder. Its
@@ -94,7 +94,7 @@ func (e *FolderError) Error() string {
 	case errors.Is(e.Err, ErrSymlink), errors.Is(e.Err, ErrNotDir):
 		return fmt.Sprintf("%s: driver store folder %q under %s %v: refusing it: make sure %s is WSL's own mount of the driver store", who, e.Folder, e.DriversDir, e.Err, e.DriversDir)
 	case errors.Is(e.Err, ErrUnreadable):
-		return fmt.Sprintf("%s: driver store folder %q under %s %v by uid %d: the container could not load the driver from it: make it readable and searchable by everyone, as WSL mounts it, or run the engine as root", who, e.Folder, e.DriversDir, e.Err, os.Getuid())
+		return fmt.Sprintf("%s: driver store folder %q under %s %v, so the container could not load the driver from it either: make it readable by everyone, as WSL mounts it (a rootless engine's root is an ordinary user on the host)", who, e.Folder, e.DriversDir, e.Err)
 	case errors.Is(e.Err, ErrAmbiguous):
 		return fmt.Sprintf("%s: driver store folder %q under %s %v: remove the stale one or run wsl --shutdown", who, e.Folder, e.DriversDir, e.Err)
 	}
@@ -208,7 +208,7 @@ func checkLibDir(dir string) error {
 		return fmt.Errorf("%s is not a directory: point lib_dir in the config at WSL's GPU library mount", dir)
 	}
 	if err := unix.Access(dir, unix.R_OK|unix.X_OK); err != nil {
-		return fmt.Errorf("%s is not readable by uid %d (%w): the container could not load the GPU libraries from it: make it readable by everyone, as WSL mounts it, or run the engine as root", dir, os.Getuid(), err)
+		return fmt.Errorf("%s is not readable by the hook (%w), so the container could not load the GPU libraries from it either: make it readable by everyone, as WSL mounts it (a rootless engine's root is an ordinary user on the host)", dir, err)
 	}
 	return nil
 }

@@ -228,8 +228,8 @@ func (a *applier) device(s Step) (string, error) {
 		if !errors.Is(err, unix.EPERM) {
 			return "mknod", err
 		}
-		// A hook that itself runs in a user namespace (a rootless engine)
-		// may not mknod: bind the host node.
+		// Not allowed to mknod after all (a user namespace the caller did
+		// not know of): bind the host node.
 		return a.bindDevice(dir, base, s)
 	}
 	a.onUndo(dir, base, 0)

@@ -157,7 +157,7 @@ func (s *Spec) HasDevice(path string) bool {
 }
 
 // UserNamespace reports whether the container gets its own user namespace,
-// where the hook cannot create device nodes or write host cgroup files.
+// whose /dev cannot hold a usable device node: the host's must be bound.
 func (s *Spec) UserNamespace() bool {
 	if s.Linux == nil {
 		return false
