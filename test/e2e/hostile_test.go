@@ -62,6 +62,7 @@ func TestHostileImages(t *testing.T) {
 		{"usr-lib-wsl is a file", file("usr/lib/wsl", "not a folder", 0o644), ""},
 		{"ldconfig writes to the host", file("sbin/ldconfig", "#!/bin/sh\necho pwned > "+bait+"/pwned\n", 0o755), ""},
 		{"image ships a libcuda.so.1 stub", link(filepath.Join(bait, "evil.so"), "usr/lib/x86_64-linux-gnu/libcuda.so.1"), ""},
+		{"no /etc at all", func(t *testing.T, rootfs string) { os.RemoveAll(filepath.Join(rootfs, "etc")) }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
