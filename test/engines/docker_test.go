@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,49 +21,9 @@ import (
 // in daemon.json.
 func TestDocker(t *testing.T) {
 	e := setup(t)
-	if _, err := exec.LookPath("dockerd"); err != nil {
-		t.Skip("dockerd not installed (apt-get install docker.io)")
-	}
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "docker.sock")
-	daemonJSON := filepath.Join(dir, "daemon.json")
-	cfg := fmt.Sprintf(`{"runtimes": {"wsl-gpu": {"path": %q}}}`, filepath.Join(e.bin, "wsl-gpu-runtime"))
-	if err := os.WriteFile(daemonJSON, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	mountsBefore := hostWSLMounts(t)
-	d := startDaemon(t, e, nil, "dockerd",
-		"--config-file", daemonJSON,
-		"--data-root", filepath.Join(dir, "data"),
-		"--exec-root", filepath.Join(dir, "exec"),
-		"--pidfile", filepath.Join(dir, "docker.pid"),
-		"-H", "unix://"+sock,
-		"--iptables=false", "--ip6tables=false", "--bridge=none", "--storage-driver=vfs")
-	defer d.stop(t)
-
-	docker := func(args ...string) (string, error) {
-		return run(t, nil, "docker", append([]string{"-H", "unix://" + sock}, args...)...)
-	}
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		if _, err := docker("version"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dockerd did not come up:\n%s", d.stderr.String())
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
-	f, err := os.Open(e.imgTar)
-	if err != nil {
-		t.Fatal(err)
-	}
-	imp := exec.Command("docker", "-H", "unix://"+sock, "import", "-", "wslgpu-test")
-	imp.Stdin = f
-	if out, err := imp.CombinedOutput(); err != nil {
-		t.Fatalf("docker import: %v\n%s", err, out)
-	}
-	f.Close()
+	docker, dir, stop := startDocker(t, e)
+	defer stop()
 
 	tests := []struct {
 		name    string
@@ -129,6 +90,104 @@ func TestDocker(t *testing.T) {
 			}
 		}
 	})
+	if after := hostWSLMounts(t); after != mountsBefore {
+		t.Errorf("WSL mounts leaked into the host:\n%s", after)
+	}
+}
+
+// startDocker starts dockerd under dxgsim with its state in a scratch dir,
+// extra flags appended, and imports the test image as wslgpu-test. It
+// returns the client, the scratch dir and what stops the daemon.
+func startDocker(t *testing.T, e *env, flags ...string) (docker func(args ...string) (string, error), dir string, stop func()) {
+	t.Helper()
+	if _, err := exec.LookPath("dockerd"); err != nil {
+		t.Skip("dockerd not installed (apt-get install docker.io)")
+	}
+	dir = t.TempDir()
+	// A remapped root must be able to pass through to the data root.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sock := filepath.Join(dir, "docker.sock")
+	daemonJSON := filepath.Join(dir, "daemon.json")
+	cfg := fmt.Sprintf(`{"runtimes": {"wsl-gpu": {"path": %q}}}`, filepath.Join(e.bin, "wsl-gpu-runtime"))
+	if err := os.WriteFile(daemonJSON, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, e, nil, append([]string{"dockerd",
+		"--config-file", daemonJSON,
+		"--data-root", filepath.Join(dir, "data"),
+		"--exec-root", filepath.Join(dir, "exec"),
+		"--pidfile", filepath.Join(dir, "docker.pid"),
+		"-H", "unix://" + sock,
+		"--iptables=false", "--ip6tables=false", "--bridge=none", "--storage-driver=vfs"}, flags...)...)
+	stop = func() { d.stop(t) }
+
+	docker = func(args ...string) (string, error) {
+		return run(t, nil, "docker", append([]string{"-H", "unix://" + sock}, args...)...)
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		if _, err := docker("version"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("dockerd did not come up:\n%s", d.stderr.String())
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	f, err := os.Open(e.imgTar)
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	defer f.Close()
+	imp := exec.Command("docker", "-H", "unix://"+sock, "import", "-", "wslgpu-test")
+	imp.Stdin = f
+	if out, err := imp.CombinedOutput(); err != nil {
+		stop()
+		t.Fatalf("docker import: %v\n%s", err, out)
+	}
+	return docker, dir, stop
+}
+
+// TestDockerUsernsRemap runs dockerd with userns-remap, so every container
+// has a user namespace of its own (root mapped to the subordinate ids of
+// wsl-gpu-rootless): `--gpus` must still give a /dev/dxg that opens, which
+// the hook binds from the host because a node made on such a /dev could
+// not be opened.
+func TestDockerUsernsRemap(t *testing.T) {
+	e := setup(t)
+	if _, err := user.Lookup(rootlessUser); err != nil {
+		t.Skipf("no user %s with subordinate ids: run hack/setup.sh", rootlessUser)
+	}
+	mountsBefore := hostWSLMounts(t)
+	docker, _, stop := startDocker(t, e, "--userns-remap", rootlessUser)
+	defer stop()
+	for _, tt := range []struct {
+		name    string
+		args    []string
+		folders []string
+	}{
+		{name: "--gpus all", args: []string{"--gpus", "all"}, folders: []string{e.intel, e.nvidia}},
+		{name: "--gpus 1", args: []string{"--gpus", "1"}, folders: []string{e.nvidia}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append(append([]string{"run", "--rm", "--network", "none"}, tt.args...), "wslgpu-test", "sh", "-c", "cat /proc/self/uid_map; "+inside)
+			out, err := docker(args...)
+			if err != nil {
+				log, _ := os.ReadFile(filepath.Join(e.dir, "hook.log"))
+				t.Fatalf("docker run: %v\n%s\nhook log tail:\n%s", err, out, tail(string(log), 15))
+			}
+			if f := strings.Fields(out); len(f) < 3 || f[0] != "0" || f[1] == "0" {
+				t.Fatalf("the container is not in a remapped user namespace:\n%s", out)
+			}
+			checkGPU(t, out, slices.Contains(tt.folders, e.nvidia), tt.folders...)
+		})
+	}
 	if after := hostWSLMounts(t); after != mountsBefore {
 		t.Errorf("WSL mounts leaked into the host:\n%s", after)
 	}
