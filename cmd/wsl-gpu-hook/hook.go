@@ -161,6 +161,12 @@ func applyPlan(rootfs string, plan []mounts.Step, log *logrus.Entry) error {
 		return fmt.Errorf("%w: the container's root filesystem is full: free space in the image's storage", err)
 	case errors.As(err, &ro) && ro.Op == "mkdir parent":
 		return fmt.Errorf("%w: the image has a file or a link that does not resolve inside it on this path: fix the image", err)
+	case errors.As(err, &ro) && strings.HasPrefix(ro.Op, "open_tree ") && errors.Is(err, unix.ENOENT):
+		return fmt.Errorf("%w: the host's WSL files changed while the hook ran (a Windows driver update?): run wsl --shutdown and start the container again", err)
+	case errors.As(err, &ro) && errors.Is(err, unix.ENOENT):
+		// The hook holds a handle on the parent directory; only its removal
+		// meanwhile makes a create in it fail so.
+		return fmt.Errorf("%w: a directory of the image on this path was removed while the hook worked in it: something is changing the container's root filesystem during its start: stop that and start the container again", err)
 	}
 	return err
 }

@@ -9,22 +9,43 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
 
-// TestFaults injects the simulator's faults under real runc starts. A fault
-// that leaves a usable GPU starts the container with what is left (and the
-// log says what was skipped); one that leaves nothing for the request fails
-// the start with the hook's one line. Either way no handle leaks (runBox
-// fails on dxgsim's exit 3) and nothing reaches the host.
+// TestFaults injects faults under real runc starts: the simulator's dxg
+// faults, damage to (a copy of) the Windows side's files, and a hook that
+// finds no devices cgroup. A fault that leaves a usable GPU starts the
+// container with what is left (and the log says what was skipped); one
+// that leaves nothing for the request fails the start with the hook's one
+// line, which names what is wrong and what to do. Either way no handle
+// leaks (runBox fails on dxgsim's exit 3) and nothing reaches the host.
 func TestFaults(t *testing.T) {
 	env(t)
 	nv := folder(t, "nvidia-laptop", simhost.FolderNVIDIA)
 	intel := folder(t, "nvidia-laptop", simhost.FolderIntel)
+	// replace swaps a path of the host copy for what with makes there.
+	replace := func(p string, with func(string) error) func(t *testing.T, host string) {
+		return func(t *testing.T, host string) {
+			t.Helper()
+			p := filepath.Join(host, p)
+			if err := os.RemoveAll(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := with(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	asFile := func(p string) error { return os.WriteFile(p, []byte("not a directory\n"), 0o644) }
+	gone := func(string) error { return nil }
+	toRoot := func(p string) error { return os.Symlink("/", p) }
+	lib, drivers := "usr/lib/wsl/lib", "usr/lib/wsl/drivers"
 	tests := []struct {
-		name    string
-		faults  []string
-		request string
-		folders []string // the container starts with exactly these
-		wantErr string   // or fails with a hook line containing this
-		wantLog string   // and the hook log says this
+		name      string
+		faults    []string
+		breakHost func(t *testing.T, host string)
+		noDevices bool
+		request   string
+		folders   []string // the container starts with exactly these
+		wantErr   string   // or fails with a hook line containing this
+		wantLog   string   // and the hook log says this
 	}{
 		{name: "old kernel", faults: []string{"old-kernel"}, request: "all", folders: []string{intel.Folder, nv.Folder}},
 		{name: "NVIDIA query fails, all asked", faults: []string{"query-fail=1"}, request: "all", folders: []string{intel.Folder}, wantLog: "skipped adapter 1 (LUID 0x4486d1)"},
@@ -33,81 +54,17 @@ func TestFaults(t *testing.T) {
 		{name: "NVIDIA folder gone, nvidia asked", faults: []string{"missing-folder=1"}, request: "nvidia", wantErr: "the Windows driver was probably updated while WSL was running: run wsl --shutdown"},
 		{name: "NVIDIA query fails, nvidia asked", faults: []string{"query-fail=1"}, request: "nvidia", wantErr: "GPU selector nvidia matches no adapter on this host"},
 		{name: "zero adapters", faults: []string{"zero-adapters"}, request: "all", wantErr: "no GPU adapters: the Windows host exposes none to WSL"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			o := runBox(t, box{
-				image:  imageBusybox,
-				sim:    &simulation{profile: "nvidia-laptop", faults: tt.faults},
-				hook:   hookConfig,
-				env:    []string{"WSL_GPU_DEVICES=" + tt.request},
-				checks: []check{{"drivers", "ls /usr/lib/wsl/drivers"}, {"dxg", "fsprobe open-rw /dev/dxg"}},
-			})
-			if tt.wantErr != "" {
-				got, ok := hookStderr(o.stderr)
-				if o.exitCode == 0 || !ok || !strings.Contains(got, tt.wantErr) || strings.Count(strings.TrimSpace(got), "\n") != 0 {
-					t.Fatalf("want a failed start with one hook line containing %q\n%s", tt.wantErr, o.debug())
-				}
-				return
-			}
-			o.started(t)
-			wantOutput(t, o, "drivers", strings.Join(tt.folders, "\n"))
-			wantOutput(t, o, "dxg", "open-rw /dev/dxg: ok")
-			if !strings.Contains(o.hookLog, tt.wantLog) {
-				t.Errorf("hook log lacks %q:\n%s", tt.wantLog, o.hookLog)
-			}
-		})
-	}
-}
-
-// TestHostFaults damages the Windows side's files and the host's cgroup
-// mounts under real runc starts: the container gets a working GPU with
-// what is left, or the start fails with the hook's one line, which names
-// what is wrong and what to do. runBox checks that nothing leaked.
-func TestHostFaults(t *testing.T) {
-	env(t)
-	nv := folder(t, "nvidia-laptop", simhost.FolderNVIDIA)
-	intel := folder(t, "nvidia-laptop", simhost.FolderIntel)
-	drivers := func(host string) string { return filepath.Join(host, "usr/lib/wsl/drivers") }
-	replace := func(t *testing.T, p string, with func(string) error) {
-		t.Helper()
-		if err := os.RemoveAll(p); err != nil {
-			t.Fatal(err)
-		}
-		if err := with(p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	asFile := func(p string) error { return os.WriteFile(p, []byte("not a directory\n"), 0o644) }
-	gone := func(string) error { return nil }
-	tests := []struct {
-		name      string
-		breakHost func(t *testing.T, host string)
-		noDevices bool
-		request   string
-		folders   []string // the container starts with exactly these
-		wantErr   string   // or fails with a hook line containing this
-		wantLog   string
-	}{
-		{name: "lib dir missing", request: "all",
-			breakHost: func(t *testing.T, h string) { replace(t, filepath.Join(h, "usr/lib/wsl/lib"), gone) },
-			wantErr:   "usr/lib/wsl/lib does not exist: WSL mounts its GPU libraries there"},
-		{name: "lib dir is a file", request: "all",
-			breakHost: func(t *testing.T, h string) { replace(t, filepath.Join(h, "usr/lib/wsl/lib"), asFile) },
-			wantErr:   "usr/lib/wsl/lib is not a directory: point lib_dir in the config at WSL's GPU library mount"},
-		{name: "drivers dir missing", request: "all",
-			breakHost: func(t *testing.T, h string) { replace(t, drivers(h), gone) },
-			wantErr:   "the drivers dir " + "%HOST%/usr/lib/wsl/drivers does not exist"},
-		{name: "NVIDIA folder is a file, all asked", request: "all",
-			breakHost: func(t *testing.T, h string) { replace(t, filepath.Join(drivers(h), nv.Folder), asFile) },
-			folders:   []string{intel.Folder}, wantLog: "is not a directory: refusing it"},
-		{name: "NVIDIA folder is a link to /, nvidia asked", request: "nvidia",
-			breakHost: func(t *testing.T, h string) {
-				replace(t, filepath.Join(drivers(h), nv.Folder), func(p string) error { return os.Symlink("/", p) })
-			},
+		{name: "lib dir missing", breakHost: replace(lib, gone), request: "all",
+			wantErr: lib + " does not exist: WSL mounts its GPU libraries there"},
+		{name: "lib dir is a file", breakHost: replace(lib, asFile), request: "all",
+			wantErr: lib + " is not a directory: point lib_dir in the config at WSL's GPU library mount"},
+		{name: "drivers dir missing", breakHost: replace(drivers, gone), request: "all",
+			wantErr: drivers + " does not exist: WSL mounts it for GPU drivers"},
+		{name: "NVIDIA folder is a file, all asked", breakHost: replace(drivers+"/"+nv.Folder, asFile), request: "all",
+			folders: []string{intel.Folder}, wantLog: "is not a directory: refusing it"},
+		{name: "NVIDIA folder is a link to /, nvidia asked", breakHost: replace(drivers+"/"+nv.Folder, toRoot), request: "nvidia",
 			wantErr: "is a symlink: refusing it"},
-		{name: "devices cgroup not mounted", request: "all", noDevices: true,
+		{name: "devices cgroup not mounted", noDevices: true, request: "all",
 			wantErr: "but no cgroup v1 devices hierarchy is mounted here: run the hook in the host's mount namespace"},
 	}
 	for _, tt := range tests {
@@ -115,17 +72,16 @@ func TestHostFaults(t *testing.T) {
 			t.Parallel()
 			o := runBox(t, box{
 				image:           imageBusybox,
-				sim:             &simulation{profile: "nvidia-laptop", breakHost: tt.breakHost},
+				sim:             &simulation{profile: "nvidia-laptop", faults: tt.faults, breakHost: tt.breakHost},
 				noDevicesCgroup: tt.noDevices,
 				hook:            hookConfig,
 				env:             []string{"WSL_GPU_DEVICES=" + tt.request},
 				checks:          []check{{"drivers", "ls /usr/lib/wsl/drivers"}, {"dxg", "fsprobe open-rw /dev/dxg"}},
 			})
 			if tt.wantErr != "" {
-				want := strings.ReplaceAll(tt.wantErr, "%HOST%", o.fixture)
 				got, ok := hookStderr(o.stderr)
-				if o.exitCode == 0 || !ok || !strings.Contains(got, want) || strings.Count(strings.TrimSpace(got), "\n") != 0 {
-					t.Fatalf("want a failed start with one hook line containing %q\n%s", want, o.debug())
+				if o.exitCode == 0 || !ok || !strings.Contains(got, tt.wantErr) || strings.Count(strings.TrimSpace(got), "\n") != 0 {
+					t.Fatalf("want a failed start with one hook line containing %q\n%s", tt.wantErr, o.debug())
 				}
 				return
 			}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -135,6 +136,7 @@ func TestRacingSymlinks(t *testing.T) {
 	bait := newBait(t)
 	const runs = 20
 	started, failed := 0, 0
+	reasons := map[string]int{} // hook lines, work dirs cut out
 	for i := 0; i < runs; i++ {
 		stop := make(chan struct{})
 		done := make(chan struct{})
@@ -160,10 +162,16 @@ func TestRacingSymlinks(t *testing.T) {
 		got, ok := hookStderr(o.stderr)
 		if !ok || strings.Count(strings.TrimSpace(got), "\n") != 0 || !strings.HasPrefix(got, "wsl-gpu-hook: ") {
 			t.Errorf("run %d failed without the hook's one line:\n%s", i, o.debug())
+		} else if !strings.Contains(got, ": fix the image") && !strings.Contains(got, "start the container again") {
+			t.Errorf("run %d: the hook's line does not say what to do: %s", i, got)
 		}
 		failed++
+		reasons[regexp.MustCompile(`/tmp/\S*?/rootfs`).ReplaceAllString(strings.TrimSpace(got), "ROOTFS")]++
 	}
 	t.Logf("%d runs under a racing swap: %d started, %d failed cleanly", runs, started, failed)
+	for r, n := range reasons {
+		t.Logf("%d× %s", n, r)
+	}
 }
 
 // race flips each path between an empty directory and a link to bait
@@ -286,25 +294,32 @@ func TestHostileSystemDirs(t *testing.T) {
 				checks: []check{{"dxg", "fsprobe open-rw /dev/dxg"}},
 			})
 			checkBait(t, bait)
-			if o.exitCode == 0 {
-				wantOutput(t, o, "dxg", "open-rw /dev/dxg: ok")
-				return
-			}
-			got, ok := hookStderr(o.stderr)
-			if !ok {
-				// runc itself may refuse such an image before any hook.
-				if !strings.Contains(o.hookLog, "plan:") {
-					t.Logf("runc refused the image before the hook ran: %s", firstLine(o.stderr))
-					return
-				}
-				t.Fatalf("failed without the hook's line:\n%s", o.debug())
-			}
-			if strings.Count(strings.TrimSpace(got), "\n") != 0 || !strings.HasPrefix(got, "wsl-gpu-hook: prestart: ") {
-				t.Errorf("hook stderr %q is not one line", got)
-			}
-			t.Logf("refused: %s", got)
+			wantGPUOrHookLine(t, o)
 		})
 	}
+}
+
+// wantGPUOrHookLine passes a start whose check "dxg" opened /dev/dxg, or
+// one the hook failed with its one line. runc itself may refuse a hostile
+// image before any hook runs; that is logged.
+func wantGPUOrHookLine(t *testing.T, o *outcome) {
+	t.Helper()
+	if o.exitCode == 0 {
+		wantOutput(t, o, "dxg", "open-rw /dev/dxg: ok")
+		return
+	}
+	got, ok := hookStderr(o.stderr)
+	if !ok {
+		if !strings.Contains(o.hookLog, "plan:") {
+			t.Logf("runc refused the image before the hook ran: %s", firstLine(o.stderr))
+			return
+		}
+		t.Fatalf("failed without the hook's line:\n%s", o.debug())
+	}
+	if strings.Count(strings.TrimSpace(got), "\n") != 0 || !strings.HasPrefix(got, "wsl-gpu-hook: prestart: ") {
+		t.Errorf("hook stderr %q is not one line", got)
+	}
+	t.Logf("refused: %s", got)
 }
 
 // TestDevLink points the image's /dev at a host directory. runc 1.1.5
@@ -368,15 +383,7 @@ func TestDevLink(t *testing.T) {
 			if len(runcAlone) > 1 {
 				t.Logf("runc alone created %v in the host directory", runcAlone)
 			}
-			if o.exitCode == 0 {
-				wantOutput(t, o, "dxg", "open-rw /dev/dxg: ok")
-				return
-			}
-			got, ok := hookStderr(o.stderr)
-			if !ok || strings.Count(strings.TrimSpace(got), "\n") != 0 {
-				t.Fatalf("failed without the hook's one line:\n%s", o.debug())
-			}
-			t.Logf("refused: %s", got)
+			wantGPUOrHookLine(t, o)
 		})
 	}
 }
