@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 )
 
@@ -63,9 +61,10 @@ var (
 	ErrNotDir    = errors.New("is not a directory")
 	ErrAmbiguous = errors.New("matches several folders that differ only in case")
 	ErrBadPath   = errors.New("unusable driver store path")
-	// ErrUnreadable: the hook cannot list or enter the folder, so neither
-	// could the container (a rootless engine's root is an ordinary user).
-	ErrUnreadable = errors.New("is not readable by the hook")
+	// ErrUnreadable: not everyone may list and enter the folder. A
+	// container's user is an ordinary host user under a rootless engine,
+	// a user namespace or --user, and would find the driver unloadable.
+	ErrUnreadable = errors.New("is not readable by everyone")
 )
 
 // FolderError says why an adapter has no usable driver store folder. Its
@@ -94,7 +93,7 @@ func (e *FolderError) Error() string {
 	case errors.Is(e.Err, ErrSymlink), errors.Is(e.Err, ErrNotDir):
 		return fmt.Sprintf("%s: driver store folder %q under %s %v: refusing it: make sure %s is WSL's own mount of the driver store", who, e.Folder, e.DriversDir, e.Err, e.DriversDir)
 	case errors.Is(e.Err, ErrUnreadable):
-		return fmt.Sprintf("%s: driver store folder %q under %s %v, so the container could not load the driver from it either: make it readable by everyone, as WSL mounts it (a rootless engine's root is an ordinary user on the host)", who, e.Folder, e.DriversDir, e.Err)
+		return fmt.Sprintf("%s: driver store folder %q under %s %v, so a container whose user is not host root could not load the driver from it: make it readable by everyone (r-x), as WSL mounts it", who, e.Folder, e.DriversDir, e.Err)
 	case errors.Is(e.Err, ErrAmbiguous):
 		return fmt.Sprintf("%s: driver store folder %q under %s %v: remove the stale one or run wsl --shutdown", who, e.Folder, e.DriversDir, e.Err)
 	}
@@ -207,10 +206,18 @@ func checkLibDir(dir string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("%s is not a directory: point lib_dir in the config at WSL's GPU library mount", dir)
 	}
-	if err := unix.Access(dir, unix.R_OK|unix.X_OK); err != nil {
-		return fmt.Errorf("%s is not readable by the hook (%w), so the container could not load the GPU libraries from it either: make it readable by everyone, as WSL mounts it (a rootless engine's root is an ordinary user on the host)", dir, err)
+	if !everyoneReads(fi) {
+		return fmt.Errorf("%s is not readable by everyone (mode %04o), so a container whose user is not host root could not load the GPU libraries from it: make it readable by everyone (r-x), as WSL mounts it", dir, fi.Mode().Perm())
 	}
 	return nil
+}
+
+// everyoneReads reports whether others may list and enter directory fi.
+// The mode bits decide, not access(2) as the hook: root passes that, yet
+// the container's user may be anyone on the host (rootless engines, user
+// namespaces, --user), and WSL mounts its files r-x for all.
+func everyoneReads(fi fs.FileInfo) bool {
+	return fi.Mode().Perm()&0o005 == 0o005
 }
 
 // resolver finds folders under the drivers dir, remembering answers so
@@ -243,8 +250,10 @@ func (r *resolver) resolve(name string) resolved {
 func (r *resolver) walk(name string) resolved {
 	dir := r.driversDir
 	var onDisk []string
+	var fi fs.FileInfo
 	for _, c := range strings.Split(name, "/") {
-		fi, err := os.Lstat(filepath.Join(dir, c))
+		var err error
+		fi, err = os.Lstat(filepath.Join(dir, c))
 		if errors.Is(err, fs.ErrNotExist) {
 			var alt string
 			if alt, err = r.matchFold(dir, c); err == nil {
@@ -264,13 +273,9 @@ func (r *resolver) walk(name string) resolved {
 		dir = filepath.Join(dir, c)
 		onDisk = append(onDisk, c)
 	}
-	// Root passes any permission check; a rootless engine's hook does not,
-	// and a folder bound into its container unreadable would half-work.
-	if err := unix.Access(dir, unix.R_OK|unix.X_OK); err != nil {
-		if errors.Is(err, unix.EACCES) {
-			return resolved{err: ErrUnreadable}
-		}
-		return resolved{err: err}
+	// Only the folder itself is bound, so only its own mode matters.
+	if !everyoneReads(fi) {
+		return resolved{err: fmt.Errorf("%w (mode %04o)", ErrUnreadable, fi.Mode().Perm())}
 	}
 	return resolved{name: strings.Join(onDisk, "/")}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -135,9 +136,14 @@ func TestBuildLibDir(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	locked := filepath.Join(base, "locked")
+	if err := os.Mkdir(locked, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct{ name, lib, want string }{
 		{"missing", filepath.Join(base, "lib"), filepath.Join(base, "lib") + " does not exist: WSL mounts its GPU libraries there: run this inside WSL2 with a current Windows GPU driver, or set lib_dir in the config"},
 		{"not a dir", file, file + " is not a directory: point lib_dir in the config at WSL's GPU library mount"},
+		{"root only", locked, locked + " is not readable by everyone (mode 0700), so a container whose user is not host root could not load the GPU libraries from it: make it readable by everyone (r-x), as WSL mounts it"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,7 +155,8 @@ func TestBuildLibDir(t *testing.T) {
 	}
 }
 
-// mkTree builds a tree from lines "dir P", "file P" and "symlink P TARGET".
+// mkTree builds a tree from lines "dir P", "file P", "symlink P TARGET"
+// and "mode P OCTAL".
 func mkTree(t *testing.T, root string, lines ...string) {
 	t.Helper()
 	for _, l := range lines {
@@ -166,6 +173,11 @@ func mkTree(t *testing.T, root string, lines ...string) {
 			err = os.WriteFile(p, []byte("x"), 0o644)
 		case "symlink":
 			err = os.Symlink(strings.ReplaceAll(f[2], "ROOT", root), p)
+		case "mode":
+			var mode uint64
+			if mode, err = strconv.ParseUint(f[2], 8, 32); err == nil {
+				err = os.Chmod(p, fs.FileMode(mode))
+			}
 		default:
 			t.Fatalf("bad tree line %q", l)
 		}
@@ -245,6 +257,23 @@ func TestBuildFolders(t *testing.T) {
 				{Index: 0, DriverStorePath: store("nv.inf_amd64_1")},
 			},
 			want: []want{{err: `adapter 0 (LUID 0x0): driver store folder "nv.inf_amd64_1" under DRIVERS is not a directory: refusing it: make sure DRIVERS is WSL's own mount of the driver store`, is: ErrNotDir}},
+		},
+		{
+			// Root could read them, a container's ordinary user could not.
+			name: "folders not readable by everyone refused",
+			tree: []string{"dir drivers/nv.inf_amd64_1", "mode drivers/nv.inf_amd64_1 0750", "dir drivers/ig.inf_amd64_2", "mode drivers/ig.inf_amd64_2 0551",
+				"dir drivers/npu.inf_amd64_3", "mode drivers/npu.inf_amd64_3 0555"},
+			adapters: []dxcore.Adapter{
+				{Index: 0, PCI: dxcore.PCIIDs{Vendor: 0x10de}, DriverStorePath: store("nv.inf_amd64_1")},
+				{Index: 1, PCI: dxcore.PCIIDs{Vendor: 0x8086}, DriverStorePath: store("ig.inf_amd64_2")},
+				{Index: 2, PCI: dxcore.PCIIDs{Vendor: 0x8086}, DriverStorePath: store("npu.inf_amd64_3")},
+			},
+			want: []want{
+				{vendor: NVIDIA, err: `adapter 0 (LUID 0x0): driver store folder "nv.inf_amd64_1" under DRIVERS is not readable by everyone (mode 0750), so a container whose user is not host root could not load the driver from it: make it readable by everyone (r-x), as WSL mounts it`, is: ErrUnreadable},
+				{vendor: Intel, err: `adapter 1 (LUID 0x0): driver store folder "ig.inf_amd64_2" under DRIVERS is not readable by everyone (mode 0551), so a container whose user is not host root could not load the driver from it: make it readable by everyone (r-x), as WSL mounts it`, is: ErrUnreadable},
+				{folder: "npu.inf_amd64_3", vendor: Intel},
+			},
+			folders: map[string][]int{"npu.inf_amd64_3": {2}},
 		},
 		{
 			name: "case-insensitive match ambiguous",

@@ -36,6 +36,16 @@ func TestFaults(t *testing.T) {
 	asFile := func(p string) error { return os.WriteFile(p, []byte("not a directory\n"), 0o644) }
 	gone := func(string) error { return nil }
 	toRoot := func(p string) error { return os.Symlink("/", p) }
+	// rootOnly leaves a path of the host copy as it is but mode 0700:
+	// root could read it, a container's ordinary user could not.
+	rootOnly := func(p string) func(t *testing.T, host string) {
+		return func(t *testing.T, host string) {
+			t.Helper()
+			if err := os.Chmod(filepath.Join(host, p), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	lib, drivers := "usr/lib/wsl/lib", "usr/lib/wsl/drivers"
 	tests := []struct {
 		name      string
@@ -64,6 +74,12 @@ func TestFaults(t *testing.T) {
 			folders: []string{intel.Folder}, wantLog: "is not a directory: refusing it"},
 		{name: "NVIDIA folder is a link to /, nvidia asked", breakHost: replace(drivers+"/"+nv.Folder, toRoot), request: "nvidia",
 			wantErr: "is a symlink: refusing it"},
+		{name: "NVIDIA folder root only, all asked", breakHost: rootOnly(drivers + "/" + nv.Folder), request: "all",
+			folders: []string{intel.Folder}, wantLog: "is not readable by everyone (mode 0700)"},
+		{name: "NVIDIA folder root only, nvidia asked", breakHost: rootOnly(drivers + "/" + nv.Folder), request: "nvidia",
+			wantErr: "is not readable by everyone (mode 0700), so a container whose user is not host root could not load the driver from it: make it readable by everyone (r-x)"},
+		{name: "lib dir root only", breakHost: rootOnly(lib), request: "all",
+			wantErr: lib + " is not readable by everyone (mode 0700)"},
 		{name: "devices cgroup not mounted", noDevices: true, request: "all",
 			wantErr: "but no cgroup v1 devices hierarchy is mounted here: run the hook in the host's mount namespace"},
 	}

@@ -153,7 +153,7 @@ func TestPodmanRootless(t *testing.T) {
 	r := newRootless(t, e)
 
 	// A second host tree whose NVIDIA driver folder only root can read:
-	// the unreadable-folder fault, which only a non-root hook can meet.
+	// a rootless container could not load that driver.
 	locked := filepath.Join(e.dir, "host-locked")
 	if out, err := exec.Command("cp", "-a", e.hostDir, locked).CombinedOutput(); err != nil {
 		t.Fatalf("copy host tree: %v %s", err, out)
@@ -192,9 +192,9 @@ func TestPodmanRootless(t *testing.T) {
 			folders: []string{e.intel, e.nvidia}, wantLog: "rootless engine"},
 		{name: "CDI all", args: []string{"--device", "wsl-gpu-hook.dev/gpu=all"}, cdi: true, config: cfg, folders: []string{e.intel, e.nvidia}},
 		{name: "unreadable NVIDIA folder, all asked", args: []string{"--annotation", "wsl-gpu-hook/devices=all"}, config: lockedCfg,
-			folders: []string{e.intel}, wantLog: "is not readable by the hook"},
+			folders: []string{e.intel}, wantLog: "is not readable by everyone (mode 0700)"},
 		{name: "unreadable NVIDIA folder, nvidia asked", args: []string{"--annotation", "wsl-gpu-hook/devices=nvidia"}, config: lockedCfg,
-			wantErr: "is not readable by the hook, so the container could not load the driver from it either"},
+			wantErr: "is not readable by everyone (mode 0700), so a container whose user is not host root could not load the driver from it"},
 		{name: "node only root may open", args: []string{"--annotation", "wsl-gpu-hook/devices=all"}, config: cfg, node: "0600",
 			wantErr: "the GPU device is not accessible to this user: run as root or make /dev/dxg mode 0666"},
 	}
