@@ -41,7 +41,7 @@ func checkCDI(o Options, r *Report) cdiFacts {
 	facts := cdiFacts{usable: map[string]bool{}}
 	var dirs []string
 	for _, d := range o.CDIDirs {
-		dirs = append(dirs, o.path(d))
+		dirs = append(dirs, o.resolved(d))
 	}
 	cache, err := cdi.NewCache(cdi.WithSpecDirs(dirs...), cdi.WithAutoRefresh(false))
 	if cache == nil {

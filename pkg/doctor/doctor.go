@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	securejoin "github.com/cyphar/filepath-securejoin"
+
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 )
 
@@ -172,8 +174,33 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// path is an engine path under Root.
-func (o Options) path(p string) string { return filepath.Join(o.Root, p) }
+// path is an engine path under Root with every link but the last resolved
+// inside Root, for Lstat and Readlink. Root is a tree of its own (a chroot,
+// a test tree): an absolute link in it points inside it, never at this
+// machine's files.
+func (o Options) path(p string) string {
+	if o.Root == "" {
+		return p
+	}
+	dir, err := securejoin.SecureJoin(o.Root, filepath.Dir(p))
+	if err != nil {
+		return filepath.Join(o.Root, p)
+	}
+	return filepath.Join(dir, filepath.Base(p))
+}
+
+// resolved is an engine path under Root with every link resolved inside
+// Root, for Stat and reading.
+func (o Options) resolved(p string) string {
+	if o.Root == "" {
+		return p
+	}
+	full, err := securejoin.SecureJoin(o.Root, p)
+	if err != nil {
+		return filepath.Join(o.Root, p)
+	}
+	return full
+}
 
 // Run performs every check.
 func Run(opt Options) *Report {

@@ -51,14 +51,16 @@ func parseVersion(line string) version {
 	return version{}
 }
 
-func (v version) known() bool              { return v != version{} }
-func (v version) atLeast(a, b int) bool    { return v.major > a || v.major == a && v.minor >= b }
-func (v version) String() string           { return fmt.Sprintf("%d.%d", v.major, v.minor) }
-func (v version) or(unknown string) string { return map[bool]string{true: v.String(), false: unknown}[v.known()] }
+func (v version) known() bool           { return v != version{} }
+func (v version) atLeast(a, b int) bool { return v.major > a || v.major == a && v.minor >= b }
+func (v version) String() string        { return fmt.Sprintf("%d.%d", v.major, v.minor) }
+func (v version) or(unknown string) string {
+	return map[bool]string{true: v.String(), false: unknown}[v.known()]
+}
 
 func checkDocker(o Options, r *Report, cdi cdiFacts) {
 	dockerd := lookPath(o, daemonPATH, "dockerd")
-	data, rerr := os.ReadFile(o.path(daemonJSON))
+	data, rerr := os.ReadFile(o.resolved(daemonJSON))
 	proc := findDaemon(o, "dockerd")
 	if dockerd == "" && errors.Is(rerr, fs.ErrNotExist) && proc == nil {
 		r.add("docker", OK, "", "not installed: nothing to check")
@@ -88,7 +90,7 @@ func checkDocker(o Options, r *Report, cdi cdiFacts) {
 		switch {
 		case !ok:
 			r.add("docker runtime", Warn, "sudo wsl-gpu-hook install docker", "%s has no %q runtime, so `docker run --runtime wsl-gpu` is unavailable", daemonJSON, runtimeName)
-		case !isFile(o.path(rt.Path)):
+		case !isFile(o.resolved(rt.Path)):
 			r.add("docker runtime", Fail, "sudo wsl-gpu-hook install docker", "runtime %q in %s is %s, which does not exist: containers started with it fail", runtimeName, daemonJSON, rt.Path)
 		default:
 			r.add("docker runtime", OK, "", "runtime %q is %s", runtimeName, rt.Path)
@@ -172,7 +174,7 @@ func checkPodman(o Options, r *Report, cdi cdiFacts) {
 	// The admin dir masks the package dir, file by file.
 	found := ""
 	for _, d := range hooksDirs {
-		if p := filepath.Join(d, hooksDFile); isFile(o.path(p)) {
+		if p := filepath.Join(d, hooksDFile); isFile(o.resolved(p)) {
 			found = p
 		}
 	}
@@ -184,13 +186,13 @@ func checkPodman(o Options, r *Report, cdi cdiFacts) {
 				Path string `json:"path"`
 			} `json:"hook"`
 		}
-		data, err := os.ReadFile(o.path(found))
+		data, err := os.ReadFile(o.resolved(found))
 		switch {
 		case err != nil:
 			r.add("podman hooks.d", Fail, "", "read %s: %v", found, err)
 		case json.Unmarshal(data, &h) != nil || h.Hook.Path == "":
 			r.add("podman hooks.d", Fail, "sudo wsl-gpu-hook install podman", "%s is not a hooks.d file (oci-hooks(5)): podman refuses to run any container", found)
-		case !isFile(o.path(h.Hook.Path)):
+		case !isFile(o.resolved(h.Hook.Path)):
 			r.add("podman hooks.d", Fail, "sudo wsl-gpu-hook install podman", "%s runs %s, which does not exist: annotated containers fail to start", found, h.Hook.Path)
 		default:
 			r.add("podman hooks.d", OK, "", "%s runs %s for containers with the wsl-gpu-hook/devices annotation", found, h.Hook.Path)
@@ -212,7 +214,7 @@ var criPlugin = map[int64]string{1: "cri", 2: "io.containerd.grpc.v1.cri", 3: "i
 
 func checkContainerd(o Options, r *Report) {
 	bin := lookPath(o, daemonPATH, "containerd")
-	data, rerr := os.ReadFile(o.path(containerdCfg))
+	data, rerr := os.ReadFile(o.resolved(containerdCfg))
 	if bin == "" && errors.Is(rerr, fs.ErrNotExist) {
 		r.add("containerd", OK, "", "not installed: nothing to check")
 		return
@@ -252,7 +254,7 @@ func checkContainerd(o Options, r *Report) {
 	}
 	for _, imp := range imports {
 		s, _ := imp.(string)
-		matches, _ := filepath.Glob(o.path(s))
+		matches, _ := filepath.Glob(o.resolved(s))
 		for _, m := range matches {
 			var c map[string]any
 			if d, err := os.ReadFile(m); err == nil && toml.Unmarshal(d, &c) == nil {
@@ -275,7 +277,7 @@ func checkContainerd(o Options, r *Report) {
 	switch {
 	case handlerIn == "":
 		r.add("containerd handler", Warn, "sudo wsl-gpu-hook install containerd && sudo systemctl restart containerd", "no %q runtime handler under plugins.%q: Kubernetes pods with runtimeClassName wsl-gpu cannot start", runtimeName, plugin)
-	case binary == "" || !isFile(o.path(binary)):
+	case binary == "" || !isFile(o.resolved(binary)):
 		r.add("containerd handler", Fail, "sudo wsl-gpu-hook install containerd && sudo systemctl restart containerd", "handler %q in %s runs %q, which does not exist", runtimeName, handlerIn, binary)
 	default:
 		r.add("containerd handler", OK, "", "handler %q in %s runs %s", runtimeName, handlerIn, binary)

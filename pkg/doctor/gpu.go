@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -99,7 +100,7 @@ func checkDevice(o Options, r *Report) bool {
 	}
 	perm := fi.Mode().Perm()
 	var major, minor uint32
-	if st, ok := fi.Sys().(*unix.Stat_t); ok {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		major, minor = unix.Major(st.Rdev), unix.Minor(st.Rdev)
 	}
 	who := "root"

@@ -112,7 +112,7 @@ func lookPath(o Options, path, name string) string {
 			continue
 		}
 		p := filepath.Join(dir, name)
-		fi, err := os.Stat(o.path(p))
+		fi, err := os.Stat(o.resolved(p))
 		if err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
 			return p
 		}
@@ -126,7 +126,7 @@ func lookPath(o Options, path, name string) string {
 func isOurBinary(o Options, p string) bool {
 	full := o.path(p)
 	if o.Self != "" {
-		a, err1 := os.Stat(full)
+		a, err1 := os.Stat(o.resolved(p))
 		b, err2 := os.Stat(o.Self)
 		if err1 == nil && err2 == nil && os.SameFile(a, b) {
 			return true
