@@ -51,16 +51,15 @@ func runDoctor(cfg config.Config, args []string, stdout io.Writer) error {
 		return err
 	}
 	if rep.Failed() {
-		n := len(rep.Find("")) - countOK(rep)
-		return fmt.Errorf("doctor: %d of %d checks did not pass: see the fail lines and their fixes", n, len(rep.Results))
+		return fmt.Errorf("doctor: %d of %d checks failed: see their fix", count(rep, doctor.Fail), len(rep.Results))
 	}
 	return nil
 }
 
-func countOK(r *doctor.Report) int {
+func count(r *doctor.Report, s doctor.Status) int {
 	n := 0
 	for _, c := range r.Results {
-		if c.Status == doctor.OK {
+		if c.Status == s {
 			n++
 		}
 	}

@@ -24,6 +24,7 @@ const (
 
 // gpuFacts is what later checks need to know about the host.
 type gpuFacts struct {
+	known   bool     // the adapters were enumerated
 	nvidia  bool     // an NVIDIA adapter was enumerated
 	folders []string // host paths of the usable driver store folders
 }
@@ -73,6 +74,7 @@ func checkGPU(o Options, r *Report) gpuFacts {
 		checkLibDir(o, r, facts)
 		return facts
 	}
+	facts.known = true
 	for _, a := range inv.Adapters {
 		if a.Vendor == driverstore.NVIDIA {
 			facts.nvidia = true
@@ -204,6 +206,8 @@ func checkLibDir(o Options, r *Report, facts gpuFacts) {
 		r.add("lib dir", Fail, "in Windows: reinstall the NVIDIA driver, then wsl --shutdown", "%s lacks %s although an NVIDIA adapter is present: CUDA and nvidia-smi will not work in containers", dir, strings.Join(nvMissing, ", "))
 	case facts.nvidia:
 		r.add("lib dir", OK, "", "%s: %s, %s", dir, strings.Join(libCommon, ", "), strings.Join(libNVIDIA, ", "))
+	case !facts.known:
+		r.add("lib dir", OK, "", "%s: %s (adapters unknown, so NVIDIA's files were not checked)", dir, strings.Join(libCommon, ", "))
 	default:
 		r.add("lib dir", OK, "", "%s: %s (no NVIDIA adapter, so no libcuda or nvidia-smi expected)", dir, strings.Join(libCommon, ", "))
 	}
