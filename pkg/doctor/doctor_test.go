@@ -510,11 +510,11 @@ func TestLog(t *testing.T) {
 		{"no directory", func(h *host) { h.opt.LogFile = filepath.Join(h.dir, "nodir/hook.log") }, Fail, "its directory"},
 		{"clean", func(h *host) {
 			h.write(h.opt.LogFile, `time="2026-11-23T03:59:00Z" level=info msg="gave the GPU"`+"\n", 0o640)
-		}, OK, "no errors in the last 24h0m0s"},
+		}, OK, "no errors in the last 24 hours"},
 		{"recent error", func(h *host) {
 			h.write(h.opt.LogFile, `time="2026-11-22T01:00:00Z" level=error msg="old"`+"\n"+
 				`time="2026-11-23T03:58:00Z" level=error msg="mount failed"`+"\n", 0o640)
-		}, Warn, `1 error line in the last 24h0m0s, latest: time="2026-11-23T03:58:00Z" level=error msg="mount failed"`},
+		}, Warn, `1 error line in the last 24 hours, latest: time="2026-11-23T03:58:00Z" level=error msg="mount failed"`},
 		{"a directory", func(h *host) { h.mkdir(h.opt.LogFile) }, Fail, "is not a regular file"},
 	}
 	for _, tt := range tests {

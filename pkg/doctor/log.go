@@ -53,10 +53,10 @@ func checkLog(o Options, r *Report) {
 	}
 	n, last := recentErrors(p, o.Now())
 	if n > 0 {
-		r.add("log", Warn, "", "%s: %d error line%s in the last %s, latest: %s", p, n, plural2(n), recent, last)
+		r.add("log", Warn, "", "%s: %d error line%s in the last 24 hours, latest: %s", p, n, plural2(n), last)
 		return
 	}
-	r.add("log", OK, "", "%s is writable; no errors in the last %s", p, recent)
+	r.add("log", OK, "", "%s is writable; no errors in the last 24 hours", p)
 }
 
 // recentErrors counts the error lines in the log's last logTail bytes whose
