@@ -33,7 +33,8 @@ ln -s ../../bin/wsl-gpu-hook "$stage/usr/libexec/wsl-gpu-hook/nvidia-container-r
 install -m 0644 config/config.toml "$stage/etc/wsl-gpu-hook/config.toml"
 # The hooks.d file exactly as `wsl-gpu-hook install podman` writes it.
 "$stage/usr/bin/wsl-gpu-hook" install --prefix "$stage" --hook /usr/bin/wsl-gpu-hook podman >/dev/null
-sed 's|/usr/local/bin/wsl-gpu-hook|/usr/bin/wsl-gpu-hook|g' config/systemd/wsl-gpu-hook-cdi.service \
+sed -e 's|/usr/local/bin/wsl-gpu-hook|/usr/bin/wsl-gpu-hook|g' -e 's|^\[Unit\]$|[Unit]\nDocumentation=man:wsl-gpu-hook(1)|' \
+	config/systemd/wsl-gpu-hook-cdi.service \
 	>"$stage/usr/lib/systemd/system/wsl-gpu-hook-cdi.service"
 
 gzip -9n <"$d/wsl-gpu-hook.1" >"$stage/usr/share/man/man1/wsl-gpu-hook.1.gz"
@@ -41,6 +42,7 @@ ln -s wsl-gpu-hook.1.gz "$stage/usr/share/man/man1/wsl-gpu-runtime.1.gz"
 install -m 0644 README.md "$doc/README.md"
 install -m 0644 "$d/copyright" "$doc/copyright"
 install -m 0644 "$d/docker-gpus-path.conf" "$doc/examples/docker-gpus-path.conf"
+install -D -m 0644 "$d/lintian-overrides" "$stage/usr/share/lintian/overrides/wsl-gpu-hook"
 sed -e "s|@VERSION@|$VERSION|" -e "s|@COMMIT@|$commit|" -e "s|@DATE@|$(date -u -R -d "@$when")|" \
 	"$d/changelog.in" | gzip -9n >"$doc/changelog.gz"
 
