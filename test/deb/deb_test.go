@@ -50,6 +50,9 @@ var volatile = []string{"proc", "dev", "tmp", "run", "var/lib/dpkg", "var/lib/ap
 // work under the simulated laptop; `apt-get remove` leaves only the
 // conffile, and `apt-get purge` leaves the file list exactly as before.
 func TestPackage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("package test: skipped under -short")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("package tests use debootstrap, overlayfs and chroot: run them as root")
 	}
@@ -61,6 +64,7 @@ func TestPackage(t *testing.T) {
 	repo := moduleRoot(t)
 	tmp := t.TempDir()
 	deb := strings.TrimSpace(run(t, repo, nil, "./hack/deb.sh", filepath.Join(tmp, "out")))
+	t.Run("lintian", func(t *testing.T) { lintian(t, deb) })
 	dxgsim := filepath.Join(tmp, "dxgsim")
 	run(t, repo, nil, "go", "build", "-o", dxgsim, "./test/dxgsim")
 	p, err := simhost.Lookup("nvidia-laptop")
@@ -147,6 +151,18 @@ func TestPackage(t *testing.T) {
 			wantSame(t, "engine configuration after purge", before.engines, purged.engines)
 			wantSame(t, "files after purge", before.files, purged.files)
 		})
+	}
+}
+
+// lintian fails on every error or warning the package's overrides do not
+// explain (packaging/deb/lintian-overrides says why each is kept).
+func lintian(t *testing.T, deb string) {
+	if _, err := exec.LookPath("lintian"); err != nil {
+		t.Skip("lintian is not installed: hack/setup.sh installs it")
+	}
+	code, out := runCode(t, "", nil, "lintian", "--fail-on", "error,warning", "--tag-display-limit", "0", deb)
+	if code != 0 {
+		t.Errorf("lintian: exit %d\n%s", code, out)
 	}
 }
 
