@@ -111,7 +111,7 @@ func TestPackage(t *testing.T) {
 			}
 			sim := []string{dxgsim, "--profile", "nvidia-laptop", "--dev", filepath.Join(o.upper, "dev/dxg"), "--"}
 			info := o.chroot(t, sim, "wsl-gpu-hook", "info")
-			for _, w := range []string{"NVIDIA GeForce", "nvltwi.inf_amd64_7b2a5c1c4e6f8d90", "iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea", "enumerated with ENUMADAPTERS3"} {
+			for _, w := range []string{"nvidia  10de:2520  0x4486d1", "nvltwi.inf_amd64_7b2a5c1c4e6f8d90", "iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea", "enumerated with ENUMADAPTERS3"} {
 				if !strings.Contains(info, w) {
 					t.Errorf("info lacks %q:\n%s", w, info)
 				}
@@ -234,7 +234,9 @@ func (o *overlay) copyTree(t *testing.T, src, dst string) {
 
 // snapshot is the root's file list and its engines' checksums.
 type snapshot struct {
-	files   map[string]string // path -> type, mode, size, link target
+	// files maps path -> type, mode, size, link target; a directory's size
+	// is left out, as overlayfs reports the copied-up one.
+	files   map[string]string
 	engines map[string]string // path under engineDirs -> sha256 or link target
 }
 
@@ -244,7 +246,7 @@ func (o *overlay) snapshot(t *testing.T) snapshot {
 	for _, v := range volatile {
 		prune = append(prune, "-path", "./"+v, "-o")
 	}
-	script := `cd "$m"; find . -xdev \( ` + strings.Join(prune[:len(prune)-1], " ") + ` \) -prune -o -printf '%P\t%y %m %s %l\n'
+	script := `cd "$m"; find . -xdev \( ` + strings.Join(prune[:len(prune)-1], " ") + ` \) -prune -o -type d -printf '%P\td %m\n' -o -printf '%P\t%y %m %s %l\n'
 echo '--- engines'
 for d in ` + strings.Join(engineDirs, " ") + `; do [ -d "$d" ] && find "$d" -type f -exec sha256sum {} + ; [ -d "$d" ] && find "$d" -type l -printf '%l  %p\n'; done; true`
 	code, out := runCode(t, "", nil, o.in(script)...)
