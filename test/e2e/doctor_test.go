@@ -56,7 +56,6 @@ func TestDoctor(t *testing.T) {
 	sim := need(t, "build dxgsim", h.dxgsim)
 	nv := folder(t, "nvidia-laptop", simhost.FolderNVIDIA)
 	intel := folder(t, "nvidia-laptop", simhost.FolderIntel)
-	fixture := h.needFixture(t, "nvidia-laptop")
 
 	replace := func(p string, with func(string) error) func(t *testing.T, host string) {
 		return func(t *testing.T, host string) {
@@ -86,6 +85,7 @@ func TestDoctor(t *testing.T) {
 	type want struct{ check, status, detail, fix string }
 	tests := []struct {
 		name      string
+		profile   string // default nvidia-laptop
 		faults    []string
 		breakHost func(t *testing.T, host string)
 		specs     map[string]string // CDI specs under the engine root
@@ -98,6 +98,10 @@ func TestDoctor(t *testing.T) {
 			{"adapter 0", "ok", "Intel(R) Iris(R) Xe Graphics (intel, LUID 0x1a1d77, WDDM 3.0): folder /usr/lib/wsl/drivers/" + intel.Folder, ""},
 			{"adapter 1", "ok", "NVIDIA GeForce RTX 3060 Laptop GPU (nvidia, LUID 0x4486d1, WDDM 3.0): folder /usr/lib/wsl/drivers/" + nv.Folder, ""},
 			{"lib dir", "ok", "libcuda.so.1, libnvidia-ml.so.1, nvidia-smi", ""},
+		}},
+		{name: "registry spells the NPU folder in capitals", profile: "intel-npu", want: []want{
+			{"adapter 1", "ok", "Intel(R) AI Boost (intel, LUID 0x13f71, WDDM 3.1): folder /usr/lib/wsl/drivers/kipudrv.inf_amd64_5d9e7c7a1b3f2e08 (the registry spells it KIPUDRV.INF_AMD64_5D9E7C7A1B3F2E08; matched ignoring case, as Windows does)", ""},
+			{"kernel", "ok", "compute-only adapters included", ""},
 		}},
 		{name: "current NVIDIA spec", specs: map[string]string{"etc/cdi/nvidia.yaml": staleNVIDIASpec(nv.Folder)}, want: []want{
 			{"cdi /etc/cdi/nvidia.yaml", "ok", "nvidia.com/gpu: nvidia.com/gpu=all; every path it names exists", ""},
@@ -184,11 +188,15 @@ func TestDoctor(t *testing.T) {
 			if err := os.WriteFile(cfg, []byte(fmt.Sprintf("log_file = %q\n", filepath.Join(dir, "hook.log"))), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			host := fixture
-			if tt.breakHost != nil {
-				host = brokenCopy(t, fixture, filepath.Join(dir, "host"), tt.breakHost)
+			profile := tt.profile
+			if profile == "" {
+				profile = "nvidia-laptop"
 			}
-			argv := []string{sim, "--profile", "nvidia-laptop", "--bind-host", host}
+			host := h.needFixture(t, profile)
+			if tt.breakHost != nil {
+				host = brokenCopy(t, host, filepath.Join(dir, "host"), tt.breakHost)
+			}
+			argv := []string{sim, "--profile", profile, "--bind-host", host}
 			for _, f := range tt.faults {
 				argv = append(argv, "--fault", f)
 			}
