@@ -220,7 +220,7 @@ func staleWhy(o Options, kind string, missing []string) string {
 func staleFix(path, kind string, ours bool) string {
 	switch {
 	case ours:
-		return "sudo wsl-gpu-hook cdi generate --output " + path + " (the wsl-gpu-hook-cdi service does this at boot: sudo systemctl enable --now wsl-gpu-hook-cdi)"
+		return "sudo wsl-gpu-hook install cdi (regenerates " + path + " and the unit that refreshes it at boot)"
 	case strings.HasPrefix(kind, "nvidia.com/"):
 		return "sudo nvidia-ctk cdi generate --output=" + path + ", or use ours, which follows driver updates: sudo rm " + path + " && sudo wsl-gpu-hook install cdi"
 	}

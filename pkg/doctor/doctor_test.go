@@ -283,7 +283,7 @@ func TestCDISpecs(t *testing.T) {
 			check: "cdi /etc/cdi/wsl-gpu-hook.json", status: OK, detail: "wsl-gpu-hook.dev/gpu (ours): wsl-gpu-hook.dev/gpu=all"},
 		{name: "our spec, hook gone", specs: map[string]string{"/var/run/cdi/wsl-gpu-hook.json": ourSpec}, gone: []string{"/usr/bin/wsl-gpu-hook"},
 			check: "cdi /var/run/cdi/wsl-gpu-hook.json", status: Fail, detail: "/usr/bin/wsl-gpu-hook no longer exists on the host",
-			fix: "sudo wsl-gpu-hook cdi generate --output /var/run/cdi/wsl-gpu-hook.json"},
+			fix: "sudo wsl-gpu-hook install cdi (regenerates /var/run/cdi/wsl-gpu-hook.json"},
 		{name: "device node gone", specs: map[string]string{"/etc/cdi/nvidia.yaml": nvidiaSpec(nvidiaFolder)}, gone: []string{"/dev/dxg"},
 			check: "cdi /etc/cdi/nvidia.yaml", status: Fail, detail: "/dev/dxg no longer exists on the host; containers given these devices fail"},
 		{name: "conflict in one dir", specs: map[string]string{"/etc/cdi/nvidia.yaml": nvidiaSpec(nvidiaFolder), "/etc/cdi/other.yaml": nvidiaSpec(nvidiaFolder)},
