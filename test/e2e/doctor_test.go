@@ -87,6 +87,7 @@ func TestDoctor(t *testing.T) {
 		name      string
 		profile   string // default nvidia-laptop
 		faults    []string
+		devMode   string // chmod /dev/dxg to this inside the simulated host
 		breakHost func(t *testing.T, host string)
 		specs     map[string]string // CDI specs under the engine root
 		fail      bool              // exit status 1
@@ -130,6 +131,10 @@ func TestDoctor(t *testing.T) {
 		}},
 		{name: "device denied", faults: []string{"denied"}, fail: true, want: []want{
 			{"dxg", "fail", "/dev/dxg (character device 10:229, mode 0600) does not open read-write as uid 65534: open /dev/dxg: permission denied", "sudo chmod 0666 /dev/dxg"},
+		}},
+		{name: "device root only", devMode: "0600", fail: true, want: []want{
+			{"dxg", "fail", "/dev/dxg (character device 10:229) is mode 0600: other users may not read and write it", "sudo chmod 0666 /dev/dxg"},
+			{"adapter 1", "ok", nv.Folder, ""},
 		}},
 		{name: "lib dir missing", breakHost: replace(lib, gone), fail: true, want: []want{
 			{"lib dir", "fail", "/usr/lib/wsl/lib does not exist", "in Windows: install or update the GPU driver, then wsl --shutdown"},
@@ -200,7 +205,11 @@ func TestDoctor(t *testing.T) {
 			for _, f := range tt.faults {
 				argv = append(argv, "--fault", f)
 			}
-			argv = append(argv, "--", bin, "--config", cfg, "doctor", "--json", "--root", root)
+			argv = append(argv, "--")
+			if tt.devMode != "" {
+				argv = append(argv, "sh", "-c", `chmod "$0" /dev/dxg && exec "$@"`, tt.devMode)
+			}
+			argv = append(argv, bin, "--config", cfg, "doctor", "--json", "--root", root)
 			code, stdout, stderr := execute(t, argv)
 			var rep struct {
 				Results []doctorResult `json:"results"`
