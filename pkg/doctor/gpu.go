@@ -149,7 +149,12 @@ func checkAdapter(o Options, r *Report, a driverstore.Adapter, facts *gpuFacts) 
 				fix = fixShutdown
 			}
 		}
-		r.add(name, Fail, fix, "%s: %v", who, a.Err)
+		// A FolderError starts by naming the adapter, as who does.
+		msg := a.Err.Error()
+		if _, rest, ok := strings.Cut(msg, "): "); ok && strings.HasPrefix(msg, name+" (") {
+			msg = rest
+		}
+		r.add(name, Fail, fix, "%s: %s", who, msg)
 		return
 	}
 	path := filepath.Join(o.DriversDir, a.Folder)
