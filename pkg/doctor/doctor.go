@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
@@ -50,17 +49,6 @@ func (r *Report) Failed() bool {
 		}
 	}
 	return false
-}
-
-// Find returns the results whose check name starts with prefix.
-func (r *Report) Find(prefix string) []Result {
-	var out []Result
-	for _, c := range r.Results {
-		if strings.HasPrefix(c.Check, prefix) {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 func (r *Report) add(check string, s Status, fix, format string, args ...any) {
