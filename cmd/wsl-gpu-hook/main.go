@@ -46,6 +46,7 @@ func main() {
 const usage = `usage:
   wsl-gpu-hook [--config FILE] prestart|createRuntime|createContainer   (OCI hook: state on stdin)
   wsl-gpu-hook [--config FILE] info [--json]                              (list GPU adapters)
+  wsl-gpu-hook [--config FILE] doctor [--json] [--root DIR]               (check the host and engines; exit 1 on a failure)
   wsl-gpu-hook runtime RUNC-ARGS...                                      (OCI runtime wrapper; also as wsl-gpu-runtime)
   wsl-gpu-hook [--config FILE] cdi generate [--output FILE]               (write a CDI spec, default /etc/cdi/wsl-gpu-hook.json)
   wsl-gpu-hook install|uninstall [--dry-run] [--prefix DIR] docker|podman|containerd|cdi...
@@ -106,6 +107,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runHook(ctx, cmd, cfg, stdin)
 	case "info":
 		return runInfo(cfg, cmdArgs, stdout)
+	case "doctor":
+		return runDoctor(cfg, cmdArgs, stdout)
 	case "cdi":
 		return runCDI(cfg, cmdArgs, stdout)
 	case "cdi-hook":
