@@ -99,6 +99,9 @@ func planLink(o Options, name string, uninstall bool) (*Change, error) {
 	}
 	ours := target != "" && linksTo(p, target, o.HookPath)
 	switch {
+	case ours && uninstall && o.owner(p) != "":
+		// The package's link: removing it would break the package.
+		return nil, nil
 	case ours && uninstall:
 		return &Change{Path: p, Link: target, Remove: true}, nil
 	case ours, uninstall:
