@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -483,7 +484,19 @@ symlink /usr/bin/nvidia-smi -> /usr/lib/wsl/lib/nvidia-smi (if absent)
 	if got := Plan(in)[0].String(); got != "device /dev/dxg c 10:53 bound from /dev/dxg" {
 		t.Errorf("user-namespace device step = %q", got)
 	}
-	in.Ldcache, in.NvidiaSmi, in.Folders = nil, "", nil
+	in.Folders = []string{"kipudrv.inf_amd64_5d9e"}
+	in.Spellings = map[string]string{"kipudrv.inf_amd64_5d9e": "KIPUDRV.INF_AMD64_5D9E"}
+	var folderSteps []string
+	for _, s := range Plan(in)[2:4] {
+		folderSteps = append(folderSteps, s.String())
+	}
+	if want := []string{
+		"bind /usr/lib/wsl/drivers/kipudrv.inf_amd64_5d9e -> /usr/lib/wsl/drivers/KIPUDRV.INF_AMD64_5D9E (ro,nosuid,nodev)",
+		"symlink /usr/lib/wsl/drivers/kipudrv.inf_amd64_5d9e -> KIPUDRV.INF_AMD64_5D9E (if absent)",
+	}; !slices.Equal(folderSteps, want) {
+		t.Errorf("a folder the registry spells differently:\n%s\nwant\n%s", strings.Join(folderSteps, "\n"), strings.Join(want, "\n"))
+	}
+	in.Ldcache, in.NvidiaSmi, in.Folders, in.Spellings = nil, "", nil, nil
 	if n := len(Plan(in)); n != 3 {
 		t.Fatalf("minimal plan has %d steps, want device, lib dir, conf", n)
 	}
