@@ -48,7 +48,7 @@ type Adapter struct {
 	// from the registry's spelling (libdxg keeps the case) and looks it up
 	// on a case-sensitive mount.
 	Registry string
-	Err    error
+	Err      error
 }
 
 // Inventory is what the host offers a container: the lib dir, the adapters
