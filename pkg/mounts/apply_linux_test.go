@@ -3,6 +3,7 @@ package mounts
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/moby/sys/mountinfo"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
@@ -167,13 +169,15 @@ func mountedAt(p string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
+	// The last mount at p is the topmost, the one a path walk sees.
+	opts, found := "", false
 	for _, l := range strings.Split(string(mi), "\n") {
 		f := strings.Fields(l)
 		if len(f) > 5 && f[4] == p {
-			return f[5], true
+			opts, found = f[5], true
 		}
 	}
-	return "", false
+	return opts, found
 }
 
 func TestApply(t *testing.T) {
@@ -500,4 +504,93 @@ symlink /usr/bin/nvidia-smi -> /usr/lib/wsl/lib/nvidia-smi (if absent)
 	if n := len(Plan(in)); n != 3 {
 		t.Fatalf("minimal plan has %d steps, want device, lib dir, conf", n)
 	}
+}
+
+// TestApplyTwice: a second run of the hook for the same container (two
+// stages, Docker's --gpus hook next to the wrapper's, a CDI hook after the
+// hooks.d one) finds the GPU given and changes nothing: one mount per
+// path, the loader files written once.
+func TestApplyTwice(t *testing.T) {
+	requireRoot(t)
+	for _, bindDevice := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bound node %v", bindDevice), func(t *testing.T) {
+			fx := newFixture(t)
+			makeTree(t, fx.rootfs, "dir dev", "file lib64/ld-linux-x86-64.so.2 ELF", "cache etc/ld.so.cache", "dir usr/bin")
+			fx.in.BindDevice = bindDevice
+			inPrivateMountNS(t, func() {
+				if err := Apply(fx.rootfs, Plan(fx.in), quietLog()); err != nil {
+					t.Fatalf("first Apply: %v", err)
+				}
+				first := fileIdentities(t, fx.rootfs, LdconfFile, LdcacheFile)
+				if err := Apply(fx.rootfs, Plan(fx.in), quietLog()); err != nil {
+					t.Fatalf("second Apply: %v", err)
+				}
+				for target, n := range mountCounts(t, fx.rootfs) {
+					if n != 1 {
+						t.Errorf("%s is mounted %d times", target, n)
+					}
+				}
+				if second := fileIdentities(t, fx.rootfs, LdconfFile, LdcacheFile); second != first {
+					t.Errorf("the loader files were written again:\nfirst  %s\nsecond %s", first, second)
+				}
+				assertDevice(t, filepath.Join(fx.rootfs, "dev/dxg"))
+			})
+		})
+	}
+}
+
+// TestApplyOverWritableBind: a writable bind of the source where the hook
+// mounts (not what the hook leaves) is covered by a read-only one.
+func TestApplyOverWritableBind(t *testing.T) {
+	requireRoot(t)
+	fx := newFixture(t)
+	makeTree(t, fx.rootfs, "dir dev", "dir usr/lib/wsl/lib")
+	inPrivateMountNS(t, func() {
+		lib := filepath.Join(fx.rootfs, "usr/lib/wsl/lib")
+		if err := unix.Mount(fx.in.LibDir, lib, "", unix.MS_BIND, ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := Apply(fx.rootfs, Plan(fx.in), quietLog()); err != nil {
+			t.Fatalf("Apply: %v", err)
+		}
+		assertReadOnlyMount(t, lib, "libcuda.so.1")
+		if n := mountCounts(t, fx.rootfs)[lib]; n != 2 {
+			t.Errorf("%s is mounted %d times, want the writable bind and the hook's read-only one", lib, n)
+		}
+	})
+}
+
+// mountCounts counts the mounts at each mount point under root in this
+// thread's mount namespace.
+func mountCounts(t *testing.T, root string) map[string]int {
+	t.Helper()
+	f, err := os.Open("/proc/thread-self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	infos, err := mountinfo.GetMountsFromReader(f, mountinfo.PrefixFilter(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for _, m := range infos {
+		counts[m.Mountpoint]++
+	}
+	return counts
+}
+
+// fileIdentities is the inode and change time of each file: a rewrite
+// (rename of a temporary file) changes both.
+func fileIdentities(t *testing.T, root string, paths ...string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, p := range paths {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(root, p), &st); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s ino %d ctime %d.%09d; ", p, st.Ino, st.Ctim.Sec, st.Ctim.Nsec)
+	}
+	return b.String()
 }
