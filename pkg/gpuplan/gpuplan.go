@@ -197,6 +197,7 @@ func Decide(c Container, h Host) (Plan, error) {
 	p.Selected = selected
 
 	var folders []string
+	spellings := map[string]string{}
 	var firstErr error
 	seen := map[string]bool{}
 	nvidia := false
@@ -216,6 +217,9 @@ func Decide(c Container, h Host) (Plan, error) {
 		if !seen[a.Folder] {
 			seen[a.Folder] = true
 			folders = append(folders, a.Folder)
+			if a.Registry != "" && a.Registry != a.Folder {
+				spellings[a.Folder] = a.Registry
+			}
 		}
 		nvidia = nvidia || a.Vendor == driverstore.NVIDIA
 	}
@@ -234,6 +238,7 @@ func Decide(c Container, h Host) (Plan, error) {
 		LibDir:     inv.LibDir,
 		DriversDir: inv.DriversDir,
 		Folders:    folders,
+		Spellings:  spellings,
 		Ldcache:    h.Ldcache,
 	}
 	if nvidia {
