@@ -46,6 +46,9 @@ type hookInput struct {
 	// rootless: the hook itself runs in a user namespace, a rootless
 	// engine's, as an ordinary user on the host.
 	rootless bool
+	// selectAdapters, when set, replaces req's selection: the CDI hook's
+	// devices select by their own rules (cdispec.Selection).
+	selectAdapters func([]driverstore.Adapter) ([]driverstore.Adapter, error)
 }
 
 func runHook(_ context.Context, stage string, cfg config.Config, stdin io.Reader) error {
@@ -212,7 +215,12 @@ func planFor(cfg config.Config, in *hookInput, log *logrus.Entry) ([]mounts.Step
 	if err != nil {
 		return nil, dev, err
 	}
-	selected, err := request.Select(in.req, inv.Adapters, targets(inv.Adapters))
+	var selected []driverstore.Adapter
+	if in.selectAdapters != nil {
+		selected, err = in.selectAdapters(inv.Adapters)
+	} else {
+		selected, err = request.Select(in.req, inv.Adapters, targets(inv.Adapters))
+	}
 	if err != nil {
 		return nil, dev, err
 	}
