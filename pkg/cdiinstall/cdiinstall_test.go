@@ -86,7 +86,7 @@ func TestPlanConflicts(t *testing.T) {
 		}},
 		{name: "skip after ours removes our NVIDIA file", choice: Skip,
 			files: map[string]string{"/etc/cdi/nvidia.com-gpu_wsl-gpu-hook.json": "{}"},
-			want: []string{"create /etc/cdi/wsl-gpu-hook.dev-gpu.json", "create " + SystemUnitPath, "remove /etc/cdi/nvidia.com-gpu_wsl-gpu-hook.json"}},
+			want:  []string{"create /etc/cdi/wsl-gpu-hook.dev-gpu.json", "create " + SystemUnitPath, "remove /etc/cdi/nvidia.com-gpu_wsl-gpu-hook.json"}},
 		{name: "the spec of older versions goes", files: map[string]string{LegacySpec: `{"cdiVersion": "0.5.0", "kind": "wsl-gpu-hook.dev/gpu", "devices": [{"name": "all", "containerEdits": {"env": ["A=b"]}}]}`},
 			want: []string{
 				"create /etc/cdi/nvidia.com-gpu_wsl-gpu-hook.json", "create /etc/cdi/wsl-gpu-hook.dev-gpu.json", "create " + SystemUnitPath,
