@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
 	"github.com/moby/sys/userns"
@@ -17,12 +16,12 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiinstall"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
 )
 
 // runCDI is `cdi generate`: the specs for this host, written only when
@@ -119,19 +118,15 @@ func writeOneSpec(specs []*cdi.Spec, flags cdiinstall.GenerateFlags, stdout io.W
 
 // cdiHost reads what the specs are made from.
 func cdiHost(cfg config.Config) (cdiinstall.Host, error) {
-	dev, err := statDevice(cfg.DxgDevice)
+	node, err := devnode.Stat(cfg.DxgDevice)
 	if err != nil {
 		return cdiinstall.Host{}, err
 	}
-	enum, err := dxcore.Enumerate(cfg.DxgDevice)
+	h, _, err := gpuhost.Probe(node, gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir})
 	if err != nil {
 		return cdiinstall.Host{}, err
 	}
-	inv, err := driverstore.Build(enum.Adapters, driverstore.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir})
-	if err != nil {
-		return cdiinstall.Host{}, err
-	}
-	return cdiinstall.Host{Inventory: inv, Device: dev, LibDir: cfg.LibDir}, nil
+	return cdiinstall.Host{Inventory: h.Inventory, Device: node, LibDir: cfg.LibDir}, nil
 }
 
 // selfPath is the running binary, links resolved: what a spec written by
@@ -186,41 +181,51 @@ func cdiHook(cfg config.Config, stdin io.Reader, log *logrus.Entry) error {
 		// folders it names; register the libraries and link nvidia-smi.
 		return legacyCDIHook(cfg, rootfs, log)
 	}
-	in := &hookInput{
-		bundle: st.Bundle, pid: st.Pid, rootfs: rootfs, spec: spec,
-		req:            request.Request{All: req.All(), Source: "CDI " + strings.Join(req.Vars, " ")},
-		rootless:       userns.RunningInUserNS(),
-		selectAdapters: req.Select,
-	}
-	plan, _, err := planFor(cfg, in, log)
+	node, err := devnode.Stat(cfg.DxgDevice)
 	if err != nil {
 		return err
 	}
-	steps, skipped := cdiSteps(plan, rootfs, spec.HasDevice(mounts.ContainerDevice))
+	// The engine allowed the node in the container's device cgroup, which
+	// this hook runs in: it can enumerate.
+	host, skippedAdapters, err := gpuhost.Probe(node, hostOptions(cfg))
+	for _, s := range skippedAdapters {
+		log.Warnf("skipped %v", s)
+	}
+	if err != nil {
+		return err
+	}
+	r, err := req.ToRequest(host.Inventory.Adapters)
+	if err != nil {
+		return err
+	}
+	c := gpuplan.FromSpec(spec, gpuplan.CreateContainer, st.Pid, r, userns.RunningInUserNS())
+	c.Injected = true
+	plan, err := gpuplan.Decide(c, host)
+	if err != nil {
+		return err
+	}
+	log.Infof("request %s selects %d of %d adapters", r.Source, len(plan.Selected), len(host.Inventory.Adapters))
+	for _, w := range plan.Warnings {
+		log.Warnf("%v", w)
+	}
+	steps, skipped := cdiSteps(plan.Steps, rootfs)
 	for _, s := range skipped {
-		log.Infof("skip %s: already mounted (the engine's CDI mount, or a hook that ran before)", s)
+		log.Infof("skip %s: already mounted (by a hook that ran before: the other spec file's, or a prestart hook)", s)
 	}
-	names := make([]string, len(steps))
-	for i, s := range steps {
-		names[i] = s.String()
-	}
-	log.Infof("plan: %s", strings.Join(names, "; "))
+	plan.Steps = steps
+	log.Infof("plan: %s", plan)
 	// createContainer runs in the container's mount namespace: no nsenter.
-	return applyPlan(rootfs, steps, log)
+	return applyPlan(rootfs, plan.Steps, log)
 }
 
-// cdiSteps drops from plan what is already in the container: the node
-// the engine made from the spec, and every bind whose source is already
-// mounted at its target (the engine's lib dir mount; a folder another
-// hook mounted: both spec files' hooks run when a container asks for
-// nvidia.com/gpu and wsl-gpu-hook.dev/gpu, and a prestart hook may have
-// run too). A bind is recognised by its target being the source's very
+// cdiSteps drops from plan every bind whose source is already mounted at
+// its target: both spec files' hooks run when a container asks for
+// nvidia.com/gpu and wsl-gpu-hook.dev/gpu, and the second must not mount
+// again. A bind is recognised by its target being the source's very
 // directory (same device and inode), resolved inside the rootfs.
-func cdiSteps(plan []mounts.Step, rootfs string, engineNode bool) (steps, skipped []mounts.Step) {
+func cdiSteps(plan []mounts.Step, rootfs string) (steps, skipped []mounts.Step) {
 	for _, s := range plan {
 		switch {
-		case s.Kind == mounts.Device && engineNode:
-			continue
 		case s.Kind == mounts.Bind && sameDir(s.Source, rootfs, s.Target):
 			skipped = append(skipped, s)
 			continue

@@ -22,9 +22,9 @@ import (
 	cdi "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/install"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
 )
 
 // Choice is what to do with a vendor kind another producer also defines.
@@ -149,7 +149,7 @@ func (o Options) GenerateArgs() []string {
 }
 
 // SpecOptions is what cdispec.Generate gets.
-func (o Options) SpecOptions(dev mounts.HostDevice, libDir string) cdispec.Options {
+func (o Options) SpecOptions(dev devnode.Node, libDir string) cdispec.Options {
 	return cdispec.Options{Device: dev, LibDir: libDir, HookPath: o.HookPath, HookArgs: o.HookArgs(), SkipKinds: o.skipped()}
 }
 
@@ -331,7 +331,7 @@ func Detect(o Options, files map[string][]byte, want map[string]string) ([]Confl
 // Host is what Plan needs from the host.
 type Host struct {
 	Inventory *driverstore.Inventory
-	Device    mounts.HostDevice
+	Device    devnode.Node
 	LibDir    string
 }
 

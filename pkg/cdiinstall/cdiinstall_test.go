@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/install"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
 )
 
 func laptop() Host {
@@ -22,7 +22,7 @@ func laptop() Host {
 			{Adapter: dxcore.Adapter{Index: 0, LUID: dxcore.LUID{Low: 0x1a1d77}}, Vendor: driverstore.Intel, Folder: "iigd"},
 			{Adapter: dxcore.Adapter{Index: 1, LUID: dxcore.LUID{Low: 0x4486d1}}, Vendor: driverstore.NVIDIA, Folder: "nvltwi"},
 		}},
-		Device: mounts.HostDevice{Path: "/dev/dxg", Major: 10, Minor: 53},
+		Device: devnode.Node{Path: "/dev/dxg", Major: 10, Minor: 53},
 		LibDir: "/usr/lib/wsl/lib",
 	}
 }

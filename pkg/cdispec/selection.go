@@ -9,6 +9,7 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
 )
 
 // EnvPrefix starts the name of every environment variable a device of ours
@@ -224,6 +225,26 @@ func (r Request) Select(adapters []driverstore.Adapter) ([]driverstore.Adapter, 
 		if picked[i] {
 			out = append(out, a)
 		}
+	}
+	return out, nil
+}
+
+// ToRequest turns the selections into the hook's request form for the
+// adapters the host has now, so the hook's one decision (pkg/gpuplan)
+// plans for exactly the adapters Select picks: every adapter by its host
+// index, or All when a device asked for all.
+func (r Request) ToRequest(adapters []driverstore.Adapter) (request.Request, error) {
+	out := request.Request{Source: "CDI " + strings.Join(r.Vars, " ")}
+	if r.All() {
+		out.All = true
+		return out, nil
+	}
+	selected, err := r.Select(adapters)
+	if err != nil {
+		return request.Request{}, err
+	}
+	for _, a := range selected {
+		out.Selectors = append(out.Selectors, request.Selector{Kind: request.ByIndex, Index: a.Index, Raw: strconv.Itoa(a.Index)})
 	}
 	return out, nil
 }

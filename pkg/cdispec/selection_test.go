@@ -8,6 +8,7 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
 )
 
 func TestParseSelection(t *testing.T) {
@@ -128,5 +129,46 @@ func TestEnvName(t *testing.T) {
 		if got := EnvName(tt[0], tt[1]); got != tt[2] {
 			t.Errorf("EnvName(%s, %s) = %s, want %s", tt[0], tt[1], got, tt[2])
 		}
+	}
+}
+
+// TestToRequest: the request the hook's decision gets selects exactly the
+// adapters Select picks, NVIDIA numbering included.
+func TestToRequest(t *testing.T) {
+	adapters := []driverstore.Adapter{
+		adapter(0, driverstore.Intel, 0x10, "i"),
+		adapter(1, driverstore.NVIDIA, 0x20, "n1"),
+		adapter(2, driverstore.NVIDIA, 0x30, "n2"),
+	}
+	for _, sels := range [][]string{{"all"}, {"vendor:nvidia:1"}, {"vendor:nvidia:0", "index:0"}, {"luid:0x30"}, {"vendor:intel"}} {
+		var r Request
+		for _, s := range sels {
+			sel, err := ParseSelection(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Selections = append(r.Selections, sel)
+		}
+		want, err := r.Select(adapters)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := r.ToRequest(adapters)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := request.Adapters(req, adapters)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%v: the decision selects %v, Select %v", sels, got, want)
+		}
+	}
+	var r Request
+	sel, _ := ParseSelection("vendor:amd")
+	r.Selections = []Selection{sel}
+	if _, err := r.ToRequest(adapters); err == nil {
+		t.Error("a selection of an absent vendor made a request")
 	}
 }

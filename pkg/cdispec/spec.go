@@ -11,6 +11,7 @@ import (
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	cdi "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
 )
@@ -44,7 +45,7 @@ var mountOptions = []string{"ro", "nosuid", "nodev", "rbind", "rprivate"}
 // updates a driver.
 type Options struct {
 	// Device is the host's /dev/dxg with its numbers.
-	Device mounts.HostDevice
+	Device devnode.Node
 	// LibDir is the host lib dir (its name is WSL's, not a driver's).
 	LibDir string
 	// HookPath and HookArgs run `wsl-gpu-hook [--config FILE] cdi-hook`
@@ -143,9 +144,11 @@ func newSpec(kind string, opt Options) *cdi.Spec {
 				HookName: "createContainer", Path: opt.HookPath,
 				Args: append(append([]string{}, opt.HookArgs...), HookCommand),
 			}},
-			// Keeps wsl-gpu-hook's own prestart hook (Docker --gpus with
-			// NVIDIA_VISIBLE_DEVICES) from doing the work a second time; the
-			// CDI hook skips folders already mounted when it runs anyway.
+			// Keeps the wsl-gpu-runtime wrapper, which reads the request
+			// env before the container exists, from adding the GPU a
+			// second time. The OCI hooks leave a container whose spec has
+			// the node and the lib dir alone whatever the env says
+			// (gpuplan.Skip), and the CDI hook skips folders already there.
 			Env: []string{"WSL_GPU_DEVICES=void"},
 		},
 	}

@@ -13,9 +13,9 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	cdi "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
 )
 
 func adapter(index int, v driverstore.Vendor, luid uint32, folder string) driverstore.Adapter {
@@ -31,7 +31,7 @@ func laptop() *driverstore.Inventory {
 }
 
 var opts = Options{
-	Device:   mounts.HostDevice{Path: "/dev/dxg", Major: 10, Minor: 53},
+	Device:   devnode.Node{Path: "/dev/dxg", Major: 10, Minor: 53},
 	LibDir:   "/usr/lib/wsl/lib",
 	HookPath: "/usr/local/bin/wsl-gpu-hook",
 	HookArgs: []string{"wsl-gpu-hook"},
