@@ -136,6 +136,7 @@ func TestCDIStale(t *testing.T) {
 		}
 		checkGPU(t, out, true, folder)
 	}
+	mountsBefore := hostWSLMounts(t)
 	start(t, nil, e.nvidia)
 
 	// The driver update: the folder's hash changes, and the host reports
@@ -148,6 +149,26 @@ func TestCDIStale(t *testing.T) {
 
 	if after := readDir(t, specDir); fmt.Sprint(after) != fmt.Sprint(specs) {
 		t.Errorf("the specs changed:\n%v", after)
+	}
+
+	// What does need `cdi generate`: the set of adapters changed (here
+	// the host reports the Intel NPU machine, with no NVIDIA GPU). The
+	// start fails with one line that says so.
+	rootfs := filepath.Join(t.TempDir(), "rootfs")
+	if out, err := exec.Command("cp", "-a", e.rootfs, rootfs).CombinedOutput(); err != nil {
+		t.Fatalf("copy rootfs: %v %s", err, out)
+	}
+	out, err := podmanCDI(t, e, dir, specDir, []string{"--profile", "intel-npu"}, "run", "--rm", "--network", "none",
+		"--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024",
+		"--device", "nvidia.com/gpu=all", "--rootfs", rootfs, "sh", "-c", inside)
+	line := grepLines(out, "wsl-gpu-hook: ")
+	if err == nil || strings.Count(line, "wsl-gpu-hook: ") != 1 ||
+		!strings.Contains(line, "wsl-gpu-hook: cdi-hook: CDI device selection vendor:nvidia matches no adapter on this host") ||
+		!strings.Contains(line, "run wsl-gpu-hook cdi generate") {
+		t.Errorf("start without the NVIDIA GPU: %v, want one hook line saying to regenerate:\n%s", err, out)
+	}
+	if after := hostWSLMounts(t); after != mountsBefore {
+		t.Errorf("WSL mounts leaked into the host:\n%s", after)
 	}
 }
 
