@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
@@ -92,7 +91,7 @@ func (a *applier) rollback() {
 }
 
 func (a *applier) exists(unsafePath string) bool {
-	f, err := pathrs.OpenatInRoot(a.root, unsafePath)
+	f, err := openInRoot(a.root, unsafePath, unix.O_PATH)
 	if err != nil {
 		return false
 	}
@@ -163,7 +162,7 @@ func (a *applier) parent(target string) (*os.File, string, error) {
 			}
 		}
 	}
-	d, err := pathrs.MkdirAllHandle(a.root, dir, 0o755)
+	d, err := mkdirAllInRoot(a.root, dir)
 	if err != nil {
 		return nil, "", err
 	}
