@@ -3,7 +3,8 @@
 # and NVIDIA's WSL CDI shape, on the simulated NVIDIA laptop host. Needs
 # root, runc, ldconfig and test/e2e's cached Debian image. RUNS (default 21)
 # sets the runs per variant; HOOK=path measures a prebuilt hook binary
-# instead of one built here the way `make build` builds it.
+# instead of one built here the way `make build` builds it; COMPARE=path
+# runs a second hook binary (an older build) as a fourth variant.
 set -eu
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then
@@ -20,4 +21,4 @@ if [ -z "$hook" ]; then
 fi
 $GO build -o "$bin/dxgsim" ./test/dxgsim
 $GO build -o "$bin/benchstart" ./hack/benchstart
-"$bin/benchstart" --runs "${RUNS:-21}" --hook "$hook" --dxgsim "$bin/dxgsim" "$@"
+"$bin/benchstart" --runs "${RUNS:-21}" --hook "$hook" --compare "${COMPARE:-}" --dxgsim "$bin/dxgsim" "$@"

@@ -52,6 +52,7 @@ const (
 type options struct {
 	runs    int
 	hook    string // the hook binary to measure
+	compare string // another hook binary, measured alongside: "" for none
 	dxgsim  string
 	cache   string // test/e2e's cache: the Debian image and fixture objects
 	workDir string // parent of the work dir: on disk, not tmpfs
@@ -63,13 +64,14 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 21, "runs of each variant")
 	flag.StringVar(&o.hook, "hook", "", "wsl-gpu-hook binary to measure (required)")
 	flag.StringVar(&o.dxgsim, "dxgsim", "", "dxgsim binary (required)")
+	flag.StringVar(&o.compare, "compare", "", "a second hook binary (an older build, say), run as a fourth variant \"compare\"")
 	flag.StringVar(&o.cache, "cache", "/var/cache/wsl-gpu-hook-e2e", "test/e2e's cache: the Debian minbase image and the fixture's compiled objects")
 	flag.StringVar(&o.workDir, "workdir", "/var/tmp", "where the work dir goes: a disk file system, as container storage is")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work dir")
 	flag.Parse()
 	var err error
 	if w := os.Getenv(envWork); w != "" {
-		err = measure(w, o.runs)
+		err = measure(w, o.runs, o.compare != "")
 	} else {
 		err = prepareAndRun(o)
 	}
@@ -109,9 +111,13 @@ func prepareAndRun(o options) error {
 	} else {
 		defer os.RemoveAll(work)
 	}
-	hook := filepath.Join(work, "wsl-gpu-hook")
-	if err := copyFile(o.hook, hook); err != nil {
+	if err := copyFile(o.hook, filepath.Join(work, "wsl-gpu-hook")); err != nil {
 		return err
+	}
+	if o.compare != "" {
+		if err := copyFile(o.compare, filepath.Join(work, "wsl-gpu-hook-compare")); err != nil {
+			return err
+		}
 	}
 	p, err := simhost.Lookup(profileName)
 	if err != nil {
@@ -146,8 +152,11 @@ func prepareAndRun(o options) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(o.dxgsim, "--profile", profileName, "--dev", filepath.Join(work, "dev/dxg"), "--",
-		self, "--runs", strconv.Itoa(o.runs))
+	args := []string{"--profile", profileName, "--dev", filepath.Join(work, "dev/dxg"), "--", self, "--runs", strconv.Itoa(o.runs)}
+	if o.compare != "" {
+		args = append(args, "--compare", o.compare)
+	}
+	cmd := exec.Command(o.dxgsim, args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), envWork+"="+work)
 	defer removeCgroupParents()
@@ -163,7 +172,7 @@ type variant struct {
 	edit func(spec *specs.Spec, rootfs string)
 }
 
-func measure(work string, runs int) error {
+func measure(work string, runs int, compare bool) error {
 	var base specs.Spec
 	data, err := os.ReadFile(filepath.Join(work, "config.json"))
 	if err == nil {
@@ -185,16 +194,22 @@ func measure(work string, runs int) error {
 	if err != nil {
 		return err
 	}
-	variants := []variant{
-		{"plain", func(*specs.Spec, string) {}},
-		{"hook", func(s *specs.Spec, _ string) {
+	withHook := func(bin string) func(*specs.Spec, string) {
+		return func(s *specs.Spec, _ string) {
 			s.Process.Env = append(s.Process.Env, "WSL_GPU_DEVICES=all")
 			s.Hooks = &specs.Hooks{Prestart: []specs.Hook{{ //nolint:staticcheck // Docker still uses prestart.
-				Path: filepath.Join(work, "wsl-gpu-hook"),
+				Path: filepath.Join(work, bin),
 				Args: []string{"wsl-gpu-hook", "--config", filepath.Join(work, "hook.toml"), "prestart"},
 			}}}
-		}},
+		}
+	}
+	variants := []variant{
+		{"plain", func(*specs.Spec, string) {}},
+		{"hook", withHook("wsl-gpu-hook")},
 		{"nvcdi", nv},
+	}
+	if compare {
+		variants = append(variants, variant{"compare", withHook("wsl-gpu-hook-compare")})
 	}
 
 	times := make(map[string][]time.Duration)
@@ -344,13 +359,20 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(
 func report(times map[string][]time.Duration, runs int) {
 	fmt.Printf("runc run of /bin/true on an overlay root on disk, simulated %s host, %d runs each, alternating\n", profileName, runs)
 	fmt.Printf("%-7s %9s %9s %9s %9s\n", "variant", "median", "p25", "p75", "min")
-	for _, name := range []string{"plain", "hook", "nvcdi"} {
+	for _, name := range []string{"plain", "hook", "nvcdi", "compare"} {
 		t := times[name]
+		if len(t) == 0 {
+			continue
+		}
 		fmt.Printf("%-7s %6s ms %6s ms %6s ms %6s ms\n", name, ms(median(t)), ms(quantile(t, 0.25)), ms(quantile(t, 0.75)), ms(slices.Min(t)))
 	}
 	plain, hook, nv := median(times["plain"]), median(times["hook"]), median(times["nvcdi"])
 	fmt.Printf("hook adds %s ms (median), ratio hook/plain %.3f\n", ms(hook-plain), float64(hook)/float64(plain))
 	fmt.Printf("nvcdi adds %s ms (median), ratio nvcdi/plain %.3f\n", ms(nv-plain), float64(nv)/float64(plain))
+	if c := times["compare"]; len(c) > 0 {
+		cm := median(c)
+		fmt.Printf("compare adds %s ms (median), ratio compare/plain %.3f\n", ms(cm-plain), float64(cm)/float64(plain))
+	}
 }
 
 func copyFile(src, dst string) error {
