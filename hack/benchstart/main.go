@@ -348,6 +348,16 @@ func median(ds []time.Duration) time.Duration {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
+// paired returns each round's a-b: the variants of a round run back to
+// back, so a load that drifts between rounds weighs on both alike.
+func paired(a, b []time.Duration) []time.Duration {
+	d := make([]time.Duration, len(a))
+	for i := range a {
+		d[i] = a[i] - b[i]
+	}
+	return d
+}
+
 func quantile(ds []time.Duration, q float64) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
@@ -366,12 +376,15 @@ func report(times map[string][]time.Duration, runs int) {
 		}
 		fmt.Printf("%-7s %6s ms %6s ms %6s ms %6s ms\n", name, ms(median(t)), ms(quantile(t, 0.25)), ms(quantile(t, 0.75)), ms(slices.Min(t)))
 	}
-	plain, hook, nv := median(times["plain"]), median(times["hook"]), median(times["nvcdi"])
-	fmt.Printf("hook adds %s ms (median), ratio hook/plain %.3f\n", ms(hook-plain), float64(hook)/float64(plain))
-	fmt.Printf("nvcdi adds %s ms (median), ratio nvcdi/plain %.3f\n", ms(nv-plain), float64(nv)/float64(plain))
-	if c := times["compare"]; len(c) > 0 {
-		cm := median(c)
-		fmt.Printf("compare adds %s ms (median), ratio compare/plain %.3f\n", ms(cm-plain), float64(cm)/float64(plain))
+	plain := median(times["plain"])
+	for _, name := range []string{"hook", "nvcdi", "compare"} {
+		t := times[name]
+		if len(t) == 0 {
+			continue
+		}
+		m := median(t)
+		fmt.Printf("%s adds %s ms (median), ratio %s/plain %.3f; paired: %s ms (median of each round's difference)\n",
+			name, ms(m-plain), name, float64(m)/float64(plain), ms(median(paired(t, times["plain"]))))
 	}
 }
 
