@@ -11,9 +11,6 @@ import (
 func TestOtherRunMount(t *testing.T) {
 	tmp := os.TempDir()
 	own := filepath.Join(tmp, scratchPrefix+"1", "c-7")
-	line := func(mp string) string {
-		return "42 27 0:39 / " + mp + " rw,relatime - tmpfs tmpfs rw,size=8192k"
-	}
 	tests := []struct {
 		name  string
 		mp    string
@@ -26,10 +23,13 @@ func TestOtherRunMount(t *testing.T) {
 		{name: "a WSL path on the host", mp: "/usr/lib/wsl/lib"},
 		{name: "a look-alike outside the temp dir", mp: "/srv/" + scratchPrefix + "1/x"},
 		{name: "a sibling of the scratch dirs", mp: filepath.Join(tmp, "other")},
+		{name: "an engine test's rootfs", mp: filepath.Join(tmp, "wsl-gpu-engines-5/rootfs"), other: true},
+		{name: "make bench-start's overlay", mp: "/var/tmp/wsl-gpu-bench-start-9/runs/bench-hook-1/bundle/rootfs", other: true},
+		{name: "a look-alike in /var/tmp", mp: "/var/tmp/wsl-gpu-bench-other/x"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := otherRunMount(line(tt.mp), own); got != tt.other {
+			if got := otherRunMount(tt.mp, own); got != tt.other {
 				t.Errorf("otherRunMount(%s) = %v, want %v", tt.mp, got, tt.other)
 			}
 		})
