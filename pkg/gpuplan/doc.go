@@ -43,8 +43,8 @@
 // node and the mounts, builds a [request.Request] from the CDI device names
 // and sets [Container.Injected]:
 //
-//	c := gpuplan.FromSpec(spec, gpuplan.CreateContainer, state.Pid, req, userns.RunningInUserNS())
-//	c.Injected = true
+//	c := gpuplan.FromSpec(spec, gpuplan.CreateContainer, state.Pid, req)
+//	c.Rootless, c.Injected = userns.RunningInUserNS(), true
 //	host, err := gpuhost.Probe(opts)
 //	plan, err := gpuplan.Decide(c, host)
 //	// plan.Steps hold only the loader files and the nvidia-smi link.
