@@ -43,7 +43,7 @@ func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, log *logrus.E
 		return err
 	}
 	log = log.WithFields(logrus.Fields{"bundle": in.bundle, "pid": in.pid})
-	c := gpuplan.FromSpec(in.spec, stage, in.pid, in.req, userns.RunningInUserNS())
+	c := gpuplan.FromSpec(in.spec, stage, in.pid, in.req)
 	c.Injected = fromCDI
 	if fromCDI && len(in.cdi.Selections) == 0 {
 		log.Infof("no CDI device of ours selects an adapter: nothing to do")
@@ -57,6 +57,7 @@ func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, log *logrus.E
 		}
 		return nil
 	}
+	c.Rootless = userns.RunningInUserNS()
 	if c.Rootless {
 		log.Infof("the hook runs in a user namespace (rootless engine): device cgroups are left alone, /dev/dxg is bound from the host")
 	}
