@@ -81,11 +81,6 @@ func (s Step) String() string {
 	return fmt.Sprintf("%s %s", s.Kind, s.Target)
 }
 
-// HostDevice is the host's /dev/dxg as stat found it.
-//
-// Deprecated: use devnode.Node; the alias keeps pkg/cdispec building.
-type HostDevice = devnode.Node
-
 // Inputs is everything a plan depends on.
 type Inputs struct {
 	Device devnode.Node
