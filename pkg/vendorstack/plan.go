@@ -132,27 +132,41 @@ func Needs(selected []Adapter, caps capability.Set) (rocm, dri, wslg bool) {
 // Plan computes the edits. It does no I/O.
 func Plan(in Input) Edits {
 	var e Edits
-	rocm, _, _ := Needs(in.Selected, in.Caps)
-	if rocm {
-		planROCm(&e, in.Probe.ROCm)
+	if rocm, _, _ := Needs(in.Selected, in.Caps); rocm {
+		e.add(ROCmEdits(in.Probe.ROCm))
 	}
-	planIntel(&e, in)
-	if in.Caps.Has(capability.Graphics) || in.Caps.Has(capability.Video) {
-		planMesa(&e, in)
+	if !in.All {
+		e.Env = append(e.Env, intelEnv(in.Host, in.Selected)...)
+		if in.Caps.Has(capability.Graphics) || in.Caps.Has(capability.Video) {
+			v, note := mesaEnv(in.Host, in.Selected)
+			e.Env = append(e.Env, v...)
+			e.Notes = append(e.Notes, note...)
+		}
 	}
 	if in.Caps.Has(capability.Video) {
-		planVideo(&e, in.Probe.DRI)
+		e.add(VideoEdits(in.Probe.DRI))
 	}
 	if in.Caps.Has(capability.Display) {
-		planDisplay(&e, in.Probe.WSLg)
+		e.add(DisplayEdits(in.Probe.WSLg))
 	}
 	return e
 }
 
-func planROCm(e *Edits, r ROCm) {
+func (e *Edits) add(o Edits) {
+	e.Mounts = append(e.Mounts, o.Mounts...)
+	e.Devices = append(e.Devices, o.Devices...)
+	e.Env = append(e.Env, o.Env...)
+	e.Ldcache = append(e.Ldcache, o.Ldcache...)
+	e.Notes = append(e.Notes, o.Notes...)
+}
+
+// ROCmEdits is what every AMD GPU needs for ROCm: librocdxg, dids.conf and
+// the variable that makes the HSA runtime load it.
+func ROCmEdits(r ROCm) Edits {
+	var e Edits
 	if r.Lib == "" {
 		e.Notes = append(e.Notes, r.missing("an AMD adapter is selected"))
-		return
+		return e
 	}
 	e.Mounts = append(e.Mounts,
 		Mount{HostPath: r.Lib, ContainerPath: ContainerRocdxg, File: true},
@@ -164,6 +178,7 @@ func planROCm(e *Edits, r ROCm) {
 	}
 	e.Ldcache = append(e.Ldcache, ldcache.Entry{Key: rocdxgSoname, Path: ContainerRocdxg, Flags: ldcache.FlagX8664Libc6})
 	e.Env = append(e.Env, Var{Name: "HSA_ENABLE_DXG_DETECTION", Value: "1", Why: "the HSA runtime loads librocdxg only when it is set"})
+	return e
 }
 
 // gpus returns the adapters of vendor v that are GPUs, in host order.
@@ -177,71 +192,98 @@ func gpus(as []Adapter, v driverstore.Vendor) []Adapter {
 	return out
 }
 
-// planIntel narrows Level Zero to the selected Intel GPUs, numbered as the
-// Intel driver numbers them: the Intel GPUs in host order.
-func planIntel(e *Edits, in Input) {
-	host, sel := gpus(in.Host, driverstore.Intel), gpus(in.Selected, driverstore.Intel)
-	if in.All || len(sel) == 0 || len(sel) == len(host) {
-		return
+// intelEnv narrows Level Zero to the selected Intel GPUs, numbered as the
+// Intel driver numbers them: the Intel GPUs in host order. Nothing when the
+// selection holds every Intel GPU or none.
+func intelEnv(host, selected []Adapter) []Var {
+	hostGPUs, sel := gpus(host, driverstore.Intel), gpus(selected, driverstore.Intel)
+	if len(sel) == 0 || len(sel) == len(hostGPUs) {
+		return nil
 	}
 	var idx []string
-	for i, h := range host {
+	for i, h := range hostGPUs {
 		for _, s := range sel {
 			if s.Index == h.Index {
 				idx = append(idx, strconv.Itoa(i))
 			}
 		}
 	}
-	e.Env = append(e.Env, Var{Name: "ZE_AFFINITY_MASK", Value: strings.Join(idx, ","), Why: "Level Zero uses only the selected Intel GPUs (a convenience, not isolation)"})
+	return []Var{{Name: "ZE_AFFINITY_MASK", Value: strings.Join(idx, ","), Why: "Level Zero uses only the selected Intel GPUs (a convenience, not isolation)"}}
 }
 
-// planMesa points Mesa's D3D12 drivers at the first selected GPU. Mesa takes
+// mesaEnv points Mesa's D3D12 drivers at the first selected GPU. Mesa takes
 // the first adapter whose description contains the value, so a description
 // another adapter's also contains would pick the wrong one: then nothing is
 // set and a note says why.
-func planMesa(e *Edits, in Input) {
-	if in.All {
-		return
-	}
+func mesaEnv(host, selected []Adapter) ([]Var, []string) {
 	var first *Adapter
-	for i := range in.Selected {
-		if !in.Selected[i].ComputeOnly {
-			first = &in.Selected[i]
+	for i := range selected {
+		if !selected[i].ComputeOnly {
+			first = &selected[i]
 			break
 		}
 	}
 	if first == nil {
-		e.Notes = append(e.Notes, "graphics/video: no selected adapter can render (all are compute-only): MESA_D3D12_DEFAULT_ADAPTER_NAME not set")
-		return
+		return nil, []string{"graphics/video: no selected adapter can render (all are compute-only): MESA_D3D12_DEFAULT_ADAPTER_NAME not set"}
 	}
 	if first.Description == "" {
-		e.Notes = append(e.Notes, fmt.Sprintf("graphics/video: the host gave no description for %s: MESA_D3D12_DEFAULT_ADAPTER_NAME not set, Mesa uses its default adapter", first))
-		return
+		return nil, []string{fmt.Sprintf("graphics/video: the host gave no description for %s: MESA_D3D12_DEFAULT_ADAPTER_NAME not set, Mesa uses its default adapter", first)}
 	}
-	for _, h := range in.Host {
+	for _, h := range host {
 		if h.Index != first.Index && strings.Contains(h.Description, first.Description) {
-			e.Notes = append(e.Notes, fmt.Sprintf("graphics/video: %s and adapter %d have descriptions Mesa cannot tell apart: MESA_D3D12_DEFAULT_ADAPTER_NAME not set", first, h.Index))
-			return
+			return nil, []string{fmt.Sprintf("graphics/video: %s and adapter %d have descriptions Mesa cannot tell apart: MESA_D3D12_DEFAULT_ADAPTER_NAME not set", first, h.Index)}
 		}
 	}
-	e.Env = append(e.Env, Var{Name: "MESA_D3D12_DEFAULT_ADAPTER_NAME", Value: first.Description, Why: "Mesa's d3d12 GL, dzn Vulkan and d3d12 VA-API drivers render on this adapter"})
+	return []Var{{Name: "MESA_D3D12_DEFAULT_ADAPTER_NAME", Value: first.Description, Why: "Mesa's d3d12 GL, dzn Vulkan and d3d12 VA-API drivers render on this adapter"}}, nil
 }
 
-func planVideo(e *Edits, dri []Node) {
-	e.Env = append(e.Env, Var{Name: "LIBVA_DRIVER_NAME", Value: "d3d12", Why: "VA-API loads Mesa's d3d12 video driver"})
+// AdapterEnv is the selection variables of a device that stands for one
+// adapter a (a CDI device "1" or "intel:0"): what Plan sets when a request
+// selects a alone and asks for graphics. A CDI device cannot see which
+// other devices and capabilities a container asks for, so it carries them
+// whatever the capabilities; they only steer a choice, never grant one.
+func AdapterEnv(host []Adapter, a Adapter) []Var {
+	sel := []Adapter{a}
+	out := intelEnv(host, sel)
+	// With one adapter that renders there is nothing to choose.
+	if !a.ComputeOnly && renderers(host) > 1 {
+		v, _ := mesaEnv(host, sel)
+		out = append(out, v...)
+	}
+	return out
+}
+
+// renderers counts the adapters that can render.
+func renderers(as []Adapter) int {
+	n := 0
+	for _, a := range as {
+		if !a.ComputeOnly {
+			n++
+		}
+	}
+	return n
+}
+
+// VideoEdits is what VA-API on D3D12 needs: the variable and /dev/dri.
+func VideoEdits(dri []Node) Edits {
+	e := Edits{Env: []Var{{Name: "LIBVA_DRIVER_NAME", Value: "d3d12", Why: "VA-API loads Mesa's d3d12 video driver"}}}
 	if len(dri) == 0 {
 		e.Notes = append(e.Notes, "video: the host has no /dev/dri card or render node (WSL creates them when the Windows GPU driver supports video): VA-API will find no device")
-		return
+		return e
 	}
 	for _, n := range dri {
 		e.Devices = append(e.Devices, Device{Path: path.Join(ContainerDRIDir, n.Name), HostPath: n.HostPath, Major: n.Major, Minor: n.Minor})
 	}
+	return e
 }
 
-func planDisplay(e *Edits, w WSLg) {
+// DisplayEdits is WSLg's sockets and the variables that point clients at
+// them, for whichever of X11, Wayland and PulseAudio the host has.
+func DisplayEdits(w WSLg) Edits {
+	var e Edits
 	if w.X11 == "" && w.RuntimeDir == "" && w.Pulse == "" {
 		e.Notes = append(e.Notes, fmt.Sprintf("display: WSLg is not running (no sockets under %s): it needs Windows 11 or wsl --update, and guiApplications=true in .wslconfig", w.Dir))
-		return
+		return e
 	}
 	if w.X11 != "" {
 		e.Mounts = append(e.Mounts, Mount{HostPath: w.X11, ContainerPath: ContainerX11Dir})
@@ -260,4 +302,5 @@ func planDisplay(e *Edits, w WSLg) {
 		e.Mounts = append(e.Mounts, Mount{HostPath: w.Pulse, ContainerPath: ContainerPulse, File: true})
 		e.Env = append(e.Env, Var{Name: "PULSE_SERVER", Value: "unix:" + ContainerPulse, Why: "PulseAudio clients play and record through WSLg"})
 	}
+	return e
 }

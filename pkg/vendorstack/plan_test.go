@@ -21,7 +21,7 @@ var (
 )
 
 var (
-	rocm   = ROCm{Dir: "/opt/rocm", Lib: "/opt/rocm-7.2.0/lib/librocdxg.so.1.2.0", Share: "/opt/rocm-7.2.0/share/rocdxg"}
+	rocm   = ROCm{Dir: "/opt/rocm", Lib: "/opt/rocm/lib/librocdxg.so.1", Share: "/opt/rocm/share/rocdxg"}
 	noROCm = ROCm{Dir: "/opt/rocm", Err: ErrNoRocdxg}
 	dri    = []Node{{Name: "card0", HostPath: "/dev/dri/card0", Major: 226, Minor: 0}, {Name: "renderD128", HostPath: "/dev/dri/renderD128", Major: 226, Minor: 128}}
 	wslg   = WSLg{Dir: "/mnt/wslg", X11: "/mnt/wslg/.X11-unix", Display: 0, RuntimeDir: "/mnt/wslg/runtime-dir", Wayland: "wayland-0", Pulse: "/mnt/wslg/PulseServer"}
@@ -257,5 +257,29 @@ func TestMergeEnv(t *testing.T) {
 	}
 	if env[1] != "DISPLAY=:3" || len(env) != 2 {
 		t.Errorf("MergeEnv changed its input: %q", env)
+	}
+}
+
+func TestAdapterEnv(t *testing.T) {
+	tests := []struct {
+		name string
+		host []Adapter
+		a    Adapter
+		want []string
+	}{
+		{"laptop nvidia gpu", []Adapter{iris, rtx}, rtx, []string{"MESA_D3D12_DEFAULT_ADAPTER_NAME=NVIDIA GeForce RTX 3060 Laptop GPU"}},
+		{"laptop intel gpu: the only intel gpu", []Adapter{iris, rtx}, iris, []string{"MESA_D3D12_DEFAULT_ADAPTER_NAME=Intel(R) Iris(R) Xe Graphics"}},
+		{"desktop with one gpu: nothing to choose", []Adapter{radeon}, radeon, nil},
+		{"second intel gpu", []Adapter{arc, npu, arc2}, arc2, []string{"ZE_AFFINITY_MASK=1", "MESA_D3D12_DEFAULT_ADAPTER_NAME=Intel(R) Arc(TM) A770 Graphics"}},
+		{"the npu", []Adapter{arc, npu, arc2}, npu, nil},
+	}
+	for _, tt := range tests {
+		var got []string
+		for _, v := range AdapterEnv(tt.host, tt.a) {
+			got = append(got, v.String())
+		}
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: AdapterEnv = %q, want %q", tt.name, got, tt.want)
+		}
 	}
 }

@@ -31,12 +31,13 @@ type Host struct {
 type ROCm struct {
 	// Dir is the install probed (rocm_dir).
 	Dir string
-	// Lib is the host path of librocdxg with symlinks resolved; "" when
+	// Lib is the host path of librocdxg as found under Dir, links
+	// unresolved so a spec naming it survives a ROCm upgrade; "" when
 	// there is none usable, and then Err says why.
 	Lib string
 	Err error
 	// Share is the host's share/rocdxg directory holding dids.conf, ""
-	// when there is none (librocdxg 1.2.0 packages ship without it).
+	// when there is none (some librocdxg 1.2.0 packages ship without it).
 	Share string
 }
 
@@ -94,15 +95,13 @@ func ProbeROCm(dir string) ROCm {
 		case fi.Mode().Perm()&0o004 == 0:
 			r.Err = fmt.Errorf("%s is not readable by everyone (mode %o)", real, fi.Mode().Perm())
 		default:
-			r.Lib, r.Err = real, nil
+			r.Lib, r.Err = p, nil
 		}
 		break
 	}
 	share := filepath.Join(dir, "share", "rocdxg")
 	if fi, err := os.Stat(filepath.Join(share, "dids.conf")); err == nil && fi.Mode().IsRegular() {
-		if real, err := filepath.EvalSymlinks(share); err == nil {
-			r.Share = real
-		}
+		r.Share = share
 	}
 	return r
 }

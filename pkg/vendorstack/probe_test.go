@@ -76,7 +76,7 @@ func TestProbeROCm(t *testing.T) {
 			tree: []string{"opt/rocm -> rocm-7.2.0", "opt/rocm-7.2.0/lib/librocdxg.so.1.2.0",
 				"opt/rocm-7.2.0/lib/librocdxg.so.1 -> librocdxg.so.1.2.0", "opt/rocm-7.2.0/lib/librocdxg.so -> librocdxg.so.1",
 				"opt/rocm-7.2.0/share/rocdxg/dids.conf"},
-			wantLib: "opt/rocm-7.2.0/lib/librocdxg.so.1.2.0", wantShare: "opt/rocm-7.2.0/share/rocdxg",
+			wantLib: "opt/rocm/lib/librocdxg.so.1", wantShare: "opt/rocm/share/rocdxg",
 		},
 		{
 			name:    "only the development name, no dids.conf",
