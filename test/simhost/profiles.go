@@ -151,6 +151,30 @@ var profiles = []Profile{
 		},
 	},
 	{
+		Name:    "intel-arc-desktop",
+		Summary: "Intel UHD 770 iGPU + Intel Arc A770 dGPU, one driver package for both",
+		DRI:     true,
+		WSLg:    true,
+		Adapters: []Adapter{
+			{
+				LUIDLow: 0x11c5e, VendorID: VendorIntel, DeviceID: 0xa780,
+				SubVendorID: 0x1458, SubSystemID: 0xd000, RevisionID: 0x04,
+				WDDMVersion: 3100, Flags: FlagRender | FlagParavirtualized,
+				Description:     "Intel(R) UHD Graphics 770",
+				DriverStorePath: storePrefix + "iigd_dch.inf_amd64_8d7e3f0c5a1b2946",
+				Folder:          "iigd_dch.inf_amd64_8d7e3f0c5a1b2946", Kind: FolderIntel,
+			},
+			{
+				LUIDLow: 0x12f3a, VendorID: VendorIntel, DeviceID: 0x56a0,
+				SubVendorID: 0x8086, SubSystemID: 0x1020, RevisionID: 0x08,
+				WDDMVersion: 3100, Flags: FlagRender | FlagParavirtualized,
+				Description:     "Intel(R) Arc(TM) A770 Graphics",
+				DriverStorePath: storePrefix + "iigd_dch.inf_amd64_8d7e3f0c5a1b2946",
+				Folder:          "iigd_dch.inf_amd64_8d7e3f0c5a1b2946", Kind: FolderIntel,
+			},
+		},
+	},
+	{
 		Name:      "compute-only",
 		Summary:   "NVIDIA A100 in MCDM (compute-only) mode",
 		NVIDIALib: true,
