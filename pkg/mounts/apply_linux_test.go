@@ -13,6 +13,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 )
 
@@ -143,7 +144,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	fx.in = Inputs{
-		Device:     HostDevice{Path: filepath.Join(fx.host, "dev/dxg"), Major: 10, Minor: 229},
+		Device:     devnode.Node{Path: filepath.Join(fx.host, "dev/dxg"), Major: 10, Minor: 229},
 		LibDir:     filepath.Join(fx.host, "usr/lib/wsl/lib"),
 		DriversDir: filepath.Join(fx.host, "usr/lib/wsl/drivers"),
 		Folders:    []string{"nv_dispi.inf_amd64_1"},
@@ -375,7 +376,7 @@ func TestApplyUndoesOnFailure(t *testing.T) {
 	inPrivateMountNS(t, func() {
 		err := Apply(fx.rootfs, steps, quietLog())
 		var merr *Error
-		if !errors.As(err, &merr) || !errors.Is(err, unix.ENOENT) || merr.Step.Target != "/usr/lib/wsl/drivers/gone" {
+		if !errors.As(err, &merr) || !errors.Is(err, unix.ENOENT) || merr.Target != "/usr/lib/wsl/drivers/gone" {
 			t.Errorf("Apply error = %v, want a bind error for the missing folder", err)
 			return
 		}
@@ -456,7 +457,7 @@ func assertLdcache(t *testing.T, p, key, path string) {
 
 func TestPlan(t *testing.T) {
 	in := Inputs{
-		Device:     HostDevice{Path: "/dev/dxg", Major: 10, Minor: 53},
+		Device:     devnode.Node{Path: "/dev/dxg", Major: 10, Minor: 53},
 		LibDir:     "/usr/lib/wsl/lib",
 		DriversDir: "/usr/lib/wsl/drivers",
 		Folders:    []string{"nvltwi.inf_amd64_7b2a5c1c4e6f8d90", "iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea"},
