@@ -7,7 +7,16 @@ import (
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 )
+
+// Device is a host node and where the container gets it.
+type Device struct {
+	// Path is the container path.
+	Path string
+	Node devnode.Node
+}
 
 // Extras is what a vendor stack or a capability adds besides /dev/dxg
 // (package vendorstack decides it): character devices with an rw allow
@@ -156,15 +165,15 @@ func addDevices(top object, devs []Device) error {
 			have[dev.Path] = true
 			mode := os.FileMode(0o666)
 			uid, gid := uint32(0), uint32(0)
-			raw, err := json.Marshal(specs.LinuxDevice{Path: dev.Path, Type: "c", Major: dev.Major, Minor: dev.Minor, FileMode: &mode, UID: &uid, GID: &gid})
+			raw, err := json.Marshal(specs.LinuxDevice{Path: dev.Path, Type: "c", Major: int64(dev.Node.Major), Minor: int64(dev.Node.Minor), FileMode: &mode, UID: &uid, GID: &gid})
 			if err != nil {
 				return err
 			}
 			devices = append(devices, raw)
 		}
-		if key := [2]int64{dev.Major, dev.Minor}; !allowed[key] {
+		major, minor := int64(dev.Node.Major), int64(dev.Node.Minor)
+		if key := [2]int64{major, minor}; !allowed[key] {
 			allowed[key] = true
-			major, minor := dev.Major, dev.Minor
 			raw, err := json.Marshal(specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: &major, Minor: &minor, Access: "rw"})
 			if err != nil {
 				return err

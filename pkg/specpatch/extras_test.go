@@ -8,10 +8,13 @@ import (
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 )
 
 var extras = Extras{
-	Devices: []Device{{Path: "/dev/dri/card0", Major: 226, Minor: 0}, {Path: "/dev/dri/renderD128", Major: 226, Minor: 128}},
+	Devices: []Device{{Path: "/dev/dri/card0", Node: devnode.Node{Path: "/dev/dri/card0", Major: 226, Minor: 0}},
+		{Path: "/dev/dri/renderD128", Node: devnode.Node{Path: "/dev/dri/renderD128", Major: 226, Minor: 128}}},
 	Mounts: []specs.Mount{{Destination: "/usr/lib/librocdxg.so.1", Source: "/opt/rocm/lib/librocdxg.so.1", Type: "bind",
 		Options: []string{"rbind", "ro", "nosuid", "nodev"}}},
 	Env: []string{"HSA_ENABLE_DXG_DETECTION=1", "DISPLAY=:0"},
