@@ -46,8 +46,10 @@ const usage = `usage:
   wsl-gpu-hook [--config FILE] prestart|createRuntime|createContainer   (OCI hook: state on stdin)
   wsl-gpu-hook [--config FILE] info [--json]                              (list GPU adapters)
   wsl-gpu-hook runtime RUNC-ARGS...                                      (OCI runtime wrapper; also as wsl-gpu-runtime)
-  wsl-gpu-hook [--config FILE] cdi generate [--output FILE]               (write a CDI spec, default /etc/cdi/wsl-gpu-hook.json)
-  wsl-gpu-hook install|uninstall [--dry-run] [--prefix DIR] docker|podman|containerd|cdi...
+  wsl-gpu-hook [--config FILE] cdi generate [--dir DIR] [--hook PATH] [--skip-kind KIND]...
+                                           (write the CDI specs, default /etc/cdi; --output FILE|- [--kind KIND] for one)
+  wsl-gpu-hook install|uninstall [--dry-run] [--prefix DIR] [--user] [--nvidia-kind=ours|skip] [--amd-kind=ours|skip]
+                                 docker|podman|containerd|cdi...
   wsl-gpu-hook version
 `
 

@@ -288,11 +288,11 @@ func TestDecide(t *testing.T) {
 			want: []string{"cgroup init", "enter mountns", node, libDir, intelBind, ldconf, cache},
 		},
 		{
-			name: "the CDI spec's own hook: loader files and the nvidia-smi link only",
+			name: "the CDI spec's own hook: the current folders, loader files and the nvidia-smi link",
 			c: func(t *testing.T) Container {
 				return Container{Stage: CreateContainer, RuntimeNode: true, LibDirMounted: true, Injected: true, Request: req(t, "WSL_GPU_DEVICES=nvidia")}
 			},
-			want: []string{ldconf, cache, smiLib},
+			want: []string{nvidiaBind, ldconf, cache, smiLib},
 		},
 	}
 	for _, tt := range tests {

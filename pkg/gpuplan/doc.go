@@ -40,12 +40,13 @@
 // # Calling it from a CDI hook
 //
 // A createContainer hook that a CDI spec runs, after the engine made the
-// node and the mounts, builds a [request.Request] from the CDI device names
-// and sets [Container.Injected]:
+// node and the lib dir mount, builds a [request.Request] from the CDI
+// devices' selections (pkg/cdispec) and sets [Container.Injected]:
 //
 //	c := gpuplan.FromSpec(spec, gpuplan.CreateContainer, state.Pid, req, userns.RunningInUserNS())
 //	c.Injected = true
 //	host, err := gpuhost.Probe(opts)
 //	plan, err := gpuplan.Decide(c, host)
-//	// plan.Steps hold only the loader files and the nvidia-smi link.
+//	// plan.Steps bind the selected folders, write the loader files and
+//	// link nvidia-smi; the caller drops binds already in place.
 package gpuplan

@@ -52,8 +52,10 @@ type Container struct {
 	// engine's, as an ordinary user on the host.
 	Rootless bool
 	// Injected: the caller is the CDI spec's own hook: the engine made the
-	// node, the mounts and the device rule; only the loader files and the
-	// nvidia-smi link are left.
+	// node, the lib dir mount and the device rule. The spec names no
+	// driver folder (a driver update renames it), so the hook binds the
+	// selected adapters' current folders, writes the loader files and
+	// links nvidia-smi.
 	Injected bool
 }
 
@@ -241,8 +243,9 @@ func Decide(c Container, h Host) (Plan, error) {
 	}
 	for _, s := range mounts.Plan(in) {
 		switch {
-		case c.Injected && (s.Kind == mounts.Device || s.Kind == mounts.Bind):
-			// The engine made the node and the mounts from the CDI spec.
+		case c.Injected && (s.Kind == mounts.Device || (s.Kind == mounts.Bind && s.Target == wsl.LibDir)):
+			// The engine made the node and the lib dir mount from the CDI
+			// spec; the folders are the hook's (see pkg/cdispec).
 		case s.Kind == mounts.Device && c.UserNamespace && c.RuntimeNode:
 			// The runtime made the node, usable in any user namespace;
 			// a bind over it would gain nothing.
