@@ -14,6 +14,7 @@ import (
 	cdi "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiinstall"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
@@ -22,6 +23,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
 
 // runCDI is `cdi generate`: the specs for this host, written only when
@@ -49,7 +51,9 @@ func runCDI(cfg config.Config, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("cdi generate: %w", err)
 	}
-	specs, err := cdispec.Generate(host.Inventory, o.SpecOptions(host.Device, host.LibDir))
+	so := o.SpecOptions(host.Device, host.LibDir)
+	so.Stack = host.Stack
+	specs, err := cdispec.Generate(host.Inventory, so)
 	if err != nil {
 		return fmt.Errorf("cdi generate: %w", err)
 	}
@@ -126,7 +130,15 @@ func cdiHost(cfg config.Config) (cdiinstall.Host, error) {
 	if err != nil {
 		return cdiinstall.Host{}, err
 	}
-	return cdiinstall.Host{Inventory: h.Inventory, Device: node, LibDir: cfg.LibDir}, nil
+	// The spec offers every capability the host can serve: probe them all.
+	stack, err := vendorstack.ProbeFor(stackOptions(cfg), vendorstack.FromInventory(h.Inventory.Adapters), capability.Video|capability.Display)
+	if err != nil {
+		return cdiinstall.Host{}, err
+	}
+	for _, m := range vendorstack.Missing(vendorstack.FromInventory(h.Inventory.Adapters), stack.ROCm) {
+		fmt.Fprintf(os.Stderr, "wsl-gpu-hook: cdi generate: %s\n", m)
+	}
+	return cdiinstall.Host{Inventory: h.Inventory, Device: node, LibDir: cfg.LibDir, Stack: stack}, nil
 }
 
 // selfPath is the running binary, links resolved: what a spec written by
@@ -196,6 +208,10 @@ func cdiHook(cfg config.Config, stdin io.Reader, log *logrus.Entry) error {
 	}
 	r, err := req.ToRequest(host.Inventory.Adapters)
 	if err != nil {
+		return err
+	}
+	// librocdxg's loader-cache entry is the hook's part of the AMD devices.
+	if host.Stack, err = probeStack(cfg, host, 0); err != nil {
 		return err
 	}
 	c := gpuplan.FromSpec(spec, gpuplan.CreateContainer, st.Pid, r, userns.RunningInUserNS())

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devcgroup"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
@@ -44,6 +45,7 @@ func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, log *logrus.E
 	}
 	log = log.WithFields(logrus.Fields{"bundle": in.bundle, "pid": in.pid})
 	c := gpuplan.FromSpec(in.spec, stage, in.pid, in.req, userns.RunningInUserNS())
+	c.Caps = in.caps.Set
 	if why := c.Skip(); why != "" {
 		if c.Request.None() {
 			log.Debugf("%s", why)
@@ -71,18 +73,32 @@ func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, log *logrus.E
 	if err != nil {
 		return err
 	}
+	if host.Stack, err = probeStack(cfg, host, c.Caps); err != nil {
+		return err
+	}
 	plan, err := gpuplan.Decide(c, host)
 	if err != nil {
 		return err
 	}
 	log.Infof("request %s selects %d of %d adapters", in.req.Source, len(plan.Selected), len(host.Inventory.Adapters))
+	if in.caps.Source != "" {
+		log.Infof("capabilities %s from %s", in.caps.Set|capability.Default, in.caps.Source)
+	}
 	for _, w := range plan.Warnings {
 		log.Warnf("%v", w)
 	}
+	logStack(log, in.spec, plan.Stack)
 	log.Infof("plan: %s", plan)
 
-	if plan.Cgroup == gpuplan.CgroupInit {
-		if err := devcgroup.Allow(plan.Pid, in.spec.DeviceRules(), plan.Node); err != nil {
+	switch plan.Cgroup {
+	case gpuplan.CgroupInit:
+		if err := allowNodes(plan.Pid, in.spec.DeviceRules(), append([]devnode.Node{plan.Node}, plan.Nodes...)); err != nil {
+			return err
+		}
+	case gpuplan.CgroupSelf:
+		// allowSelf let /dev/dxg in before the enumeration; the others
+		// join it now.
+		if err := allowSelfNodes(in.spec, plan.Node, plan.Nodes); err != nil {
 			return err
 		}
 	}
@@ -99,6 +115,7 @@ type input struct {
 	rootfs string
 	spec   *oci.Spec
 	req    request.Request
+	caps   capability.Request
 }
 
 func readInput(cfg config.Config, stdin io.Reader) (*input, error) {
@@ -118,7 +135,13 @@ func readInput(cfg config.Config, stdin io.Reader) (*input, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: fix the container's GPU request", err)
 	}
-	return &input{bundle: st.Bundle, pid: st.Pid, rootfs: rootfs, spec: spec, req: req}, nil
+	var caps capability.Request
+	if !req.None() {
+		if caps, err = capability.FromSpec(spec); err != nil {
+			return nil, fmt.Errorf("%w: fix the container's GPU request", err)
+		}
+	}
+	return &input{bundle: st.Bundle, pid: st.Pid, rootfs: rootfs, spec: spec, req: req, caps: caps}, nil
 }
 
 func hostOptions(cfg config.Config) gpuhost.Options {

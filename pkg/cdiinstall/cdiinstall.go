@@ -24,6 +24,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/install"
 )
 
@@ -333,6 +334,9 @@ type Host struct {
 	Inventory *driverstore.Inventory
 	Device    devnode.Node
 	LibDir    string
+	// Stack is what the vendor stacks and capabilities find on the host
+	// (cdispec.Options.Stack).
+	Stack vendorstack.Host
 }
 
 // Plan computes the changes for installing (or, with uninstall, removing)
@@ -354,7 +358,9 @@ func Plan(o Options, h Host, uninstall bool) (*install.Plan, error) {
 		return p.Plan, nil
 	}
 
-	specs, err := cdispec.Generate(h.Inventory, o.SpecOptions(h.Device, h.LibDir))
+	so := o.SpecOptions(h.Device, h.LibDir)
+	so.Stack = h.Stack
+	specs, err := cdispec.Generate(h.Inventory, so)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,9 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 )
 
 // Defaults of the host paths probed.
@@ -193,4 +196,31 @@ func ProbeWSLg(dir string) WSLg {
 		w.Pulse = pulse
 	}
 	return w
+}
+
+// ProbeOptions are the host paths to probe (config: rocm_dir, dri_dir,
+// wslg_dir).
+type ProbeOptions struct {
+	ROCmDir, DRIDir, WSLgDir string
+}
+
+// ProbeFor probes what a container with caps may need on a host with these
+// adapters, and nothing else, since it runs on every container start:
+// ROCm when the host has an AMD GPU, /dev/dri for video, WSLg for display.
+func ProbeFor(o ProbeOptions, host []Adapter, caps capability.Set) (Host, error) {
+	var h Host
+	if len(gpus(host, driverstore.AMD)) > 0 {
+		h.ROCm = ProbeROCm(o.ROCmDir)
+	}
+	if caps.Has(capability.Video) {
+		dri, err := ProbeDRI(o.DRIDir)
+		if err != nil {
+			return h, err
+		}
+		h.DRI = dri
+	}
+	if caps.Has(capability.Display) {
+		h.WSLg = ProbeWSLg(o.WSLgDir)
+	}
+	return h, nil
 }

@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 )
 
 // write makes the files of a tree: "path" is a directory when it ends in /,
@@ -222,4 +225,33 @@ func TestProbeDRI(t *testing.T) {
 			t.Fatalf("ProbeDRI = %+v\nwant %+v", got, want)
 		}
 	})
+}
+
+// ProbeFor looks only where the request can need: the hook runs it on
+// every container start.
+func TestProbeFor(t *testing.T) {
+	root := t.TempDir()
+	write(t, root, "opt/rocm/lib/librocdxg.so.1", "mnt/wslg/")
+	socket(t, filepath.Join(root, "mnt/wslg/.X11-unix/X0"))
+	o := ProbeOptions{ROCmDir: filepath.Join(root, "opt/rocm"), DRIDir: filepath.Join(root, "dev/dri"), WSLgDir: filepath.Join(root, "mnt/wslg")}
+	tests := []struct {
+		name       string
+		host       []Adapter
+		caps       capability.Set
+		rocm, wslg bool
+	}{
+		{"nvidia laptop, compute", []Adapter{iris, rtx}, capability.Compute, false, false},
+		{"amd desktop, compute", []Adapter{radeon}, capability.Compute, true, false},
+		{"amd npu only", []Adapter{{Index: 0, Vendor: driverstore.AMD, ComputeOnly: true}}, capability.Compute, false, false},
+		{"display", []Adapter{rtx}, capability.Compute | capability.Display, false, true},
+	}
+	for _, tt := range tests {
+		h, err := ProbeFor(o, tt.host, tt.caps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (h.ROCm.Lib != "") != tt.rocm || (h.WSLg.X11 != "") != tt.wslg {
+			t.Errorf("%s: probed %+v, want rocm %v wslg %v", tt.name, h, tt.rocm, tt.wslg)
+		}
+	}
 }
