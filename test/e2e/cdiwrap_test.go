@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -39,10 +40,21 @@ func injectCDI(t *testing.T, h *harness, b box, spec *specs.Spec, hookBin, cfgPa
 	if err := os.MkdirAll(specDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	gen := []string{hookBin, "--config", cfgPath, "cdi", "generate", "--output", filepath.Join(specDir, "wsl-gpu-hook.json")}
-	argv := simArgs(t, h, b.sim, filepath.Join(dir, "dev"), filepath.Join(dir, "cdi-report"), "", gen)
-	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("cdi generate: %v\n%s", err, out)
+	// One spec per kind the devices name, each written alone (--output),
+	// so no other CDI producer on this machine is consulted.
+	kinds := map[string]bool{}
+	for _, d := range b.cdi {
+		kind, _, _ := strings.Cut(d, "=")
+		if kinds[kind] {
+			continue
+		}
+		kinds[kind] = true
+		file := filepath.Join(specDir, strings.NewReplacer("/", "_", ".", "_").Replace(kind)+".json")
+		gen := []string{hookBin, "--config", cfgPath, "cdi", "generate", "--kind", kind, "--output", file}
+		argv := simArgs(t, h, b.sim, filepath.Join(dir, "dev"), filepath.Join(dir, "cdi-report"), "", gen)
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("cdi generate --kind %s: %v\n%s", kind, err, out)
+		}
 	}
 	cache, err := cdi.NewCache(cdi.WithSpecDirs(specDir), cdi.WithAutoRefresh(false))
 	if err != nil {
