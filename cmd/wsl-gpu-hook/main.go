@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if filepath.Base(args[0]) == wsl.WrapperName {
 		return runRuntime(args[1:])
 	}
-	fs := flag.NewFlagSet("wsl-gpu-hook", flag.ContinueOnError)
+	fs := flag.NewFlagSet(wsl.HookName, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfgPath := fs.String("config", "", "configuration file (default "+config.DefaultPath+")")
 	if err := fs.Parse(args[1:]); err != nil {

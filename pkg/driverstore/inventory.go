@@ -9,12 +9,13 @@ import (
 	"strings"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
 // Where WSL mounts the GPU libraries and the Windows driver store.
 const (
-	DefaultLibDir     = "/usr/lib/wsl/lib"
-	DefaultDriversDir = "/usr/lib/wsl/drivers"
+	DefaultLibDir     = wsl.LibDir
+	DefaultDriversDir = wsl.DriversDir
 )
 
 // Options tunes Build.

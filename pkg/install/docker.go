@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
 // Docker plans what Docker needs: the link nvidia-container-runtime-hook
@@ -111,7 +113,7 @@ func planLink(o Options, name string, uninstall bool) (*Change, error) {
 // target is the link's target, "" when p is not a link.
 func foreign(p, target string) error {
 	switch {
-	case filepath.Base(target) == "wsl-gpu-hook":
+	case filepath.Base(target) == wsl.HookName:
 		return fmt.Errorf("%s links to another wsl-gpu-hook (%s): uninstall that one first with `%s uninstall docker`", p, target, target)
 	case filepath.Base(p) == nvidiaHook:
 		return fmt.Errorf("%s is NVIDIA's nvidia-container-toolkit hook: remove the toolkit or use `wsl-gpu-hook install cdi` instead", p)

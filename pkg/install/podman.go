@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
 // Podman plans podman's (and CRI-O's) hooks.d file. hooks.d can match a
@@ -72,7 +74,7 @@ func HooksD(hookPath, annotation string) []byte {
 		Stages  []string `json:"stages"`
 	}{
 		Version: "1.0.0",
-		Hook:    hook{Path: hookPath, Args: []string{"wsl-gpu-hook", "prestart"}},
+		Hook:    hook{Path: hookPath, Args: []string{wsl.HookName, "prestart"}},
 		When:    when{Annotations: map[string]string{"^" + regexp.QuoteMeta(annotation) + "$": ".+"}},
 		Stages:  []string{"prestart"},
 	}, "", "  ")

@@ -44,6 +44,9 @@ func Apply(rootfs string, steps []Step, log logrus.FieldLogger) (err error) {
 		for _, d := range a.dirs {
 			d.Close()
 		}
+		for _, fd := range a.fds {
+			unix.Close(fd)
+		}
 	}()
 	glibc := a.exists(glibcLoader)
 	for _, s := range steps {
@@ -68,6 +71,8 @@ type applier struct {
 	// path: each is resolved in the rootfs once per Apply, and later steps
 	// use the same directory even if the image swaps a link meanwhile.
 	dirs map[string]*os.File
+	// fds are the descriptors the undo actions use.
+	fds []int
 }
 
 func (a *applier) rollback() {
@@ -390,12 +395,11 @@ func (a *applier) mountOnto(source string, target *os.File, attrs uint64) (Op, e
 	}
 	// The attached mount is the tree handle itself: detaching it through
 	// that handle undoes exactly this mount and nothing the image placed.
-	undoFD, err := unix.Dup(tree)
+	undoFD, err := a.dup(tree)
 	if err != nil {
 		return OpDup, err
 	}
 	a.undo = append(a.undo, func() error {
-		defer unix.Close(undoFD)
 		p := "/proc/thread-self/fd/" + strconv.Itoa(undoFD)
 		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil {
 			return fmt.Errorf("unmount %s: %w", source, err)
@@ -405,14 +409,24 @@ func (a *applier) mountOnto(source string, target *os.File, attrs uint64) (Op, e
 	return "", nil
 }
 
+// dup keeps a copy of fd for an undo action. The copies are closed when
+// Apply returns, whether the undo actions ran or not.
+func (a *applier) dup(fd int) (int, error) {
+	d, err := unix.Dup(fd)
+	if err != nil {
+		return -1, err
+	}
+	a.fds = append(a.fds, d)
+	return d, nil
+}
+
 // onUndo removes base from dir when the apply fails later.
 func (a *applier) onUndo(dir *os.File, base string, flags int) {
-	fd, err := unix.Dup(int(dir.Fd()))
+	fd, err := a.dup(int(dir.Fd()))
 	if err != nil {
 		return
 	}
 	a.undo = append(a.undo, func() error {
-		defer unix.Close(fd)
 		return unix.Unlinkat(fd, base, flags)
 	})
 }
@@ -458,12 +472,11 @@ func (a *applier) writeFile(target string, content func(old []byte) ([]byte, err
 		unix.Unlinkat(dfd, tmp, 0)
 		return OpWrite, werr
 	}
-	undoDir, err := unix.Dup(dfd)
+	undoDir, err := a.dup(dfd)
 	if err != nil {
 		return OpDup, err
 	}
 	a.undo = append(a.undo, func() error {
-		defer unix.Close(undoDir)
 		if !existed {
 			return unix.Unlinkat(undoDir, base, 0)
 		}
