@@ -14,6 +14,7 @@ import (
 	cdi "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiinstall"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
@@ -104,15 +105,7 @@ func writeOneSpec(specs []*cdi.Spec, flags cdiinstall.GenerateFlags, stdout io.W
 		if old, err := os.ReadFile(flags.Output); err == nil && bytes.Equal(old, data) {
 			return nil // unchanged: engines watching the dir see no event
 		}
-		if err := os.MkdirAll(filepath.Dir(flags.Output), 0o755); err != nil {
-			return fmt.Errorf("cdi generate: %w", err)
-		}
-		tmp := flags.Output + ".tmp"
-		if err := os.WriteFile(tmp, data, 0o644); err != nil {
-			return fmt.Errorf("cdi generate: %w", err)
-		}
-		if err := os.Rename(tmp, flags.Output); err != nil {
-			os.Remove(tmp)
+		if err := atomicfile.Write(flags.Output, data, 0o644, atomicfile.Keep); err != nil {
 			return fmt.Errorf("cdi generate: %w", err)
 		}
 		return nil

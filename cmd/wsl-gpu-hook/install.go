@@ -29,10 +29,18 @@ func runInstall(cfg config.Config, args []string, stdout io.Writer, uninstall bo
 	fs.BoolVar(&cdiOpts.user, "user", false, "cdi: write the specs and a systemd --user unit for this user's rootless engines ($XDG_CONFIG_HOME/cdi)")
 	fs.StringVar(&cdiOpts.nvidia, "nvidia-kind", "", "cdi: when another spec defines nvidia.com/gpu: ours (move it aside) or skip (write only our kind)")
 	fs.StringVar(&cdiOpts.amd, "amd-kind", "", "cdi: when another spec defines amd.com/gpu: ours or skip")
-	if err := fs.Parse(args); err != nil {
-		return usageError{verb + ": " + err.Error()}
+	// Flags may follow the engines too (`install cdi --nvidia-kind=ours`,
+	// as the conflict message suggests).
+	var engines []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return usageError{verb + ": " + err.Error()}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		engines, args = append(engines, fs.Arg(0)), fs.Args()[1:]
 	}
-	engines := fs.Args()
 	if len(engines) == 0 {
 		return usageError{verb + ": name an engine: docker, podman, containerd or cdi"}
 	}

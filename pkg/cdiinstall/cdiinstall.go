@@ -1,10 +1,3 @@
-// Package cdiinstall plans `wsl-gpu-hook install cdi`: the CDI spec files
-// and the unit that regenerates them at boot, both from one Options, so the
-// unit's `cdi generate` writes exactly the bytes install wrote (same hook
-// path, same --config, same kinds). Before it plans a write it loads the
-// spec directories the way engines do (the CDI library's cache) with the
-// planned files in place, and refuses to leave a device name two producers
-// define: NVIDIA's toolkit writes nvidia.com/gpu too.
 package cdiinstall
 
 import (
@@ -21,6 +14,7 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	cdi "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
@@ -639,34 +633,11 @@ func Sync(o Options, specs []*cdi.Spec) ([]string, error) {
 		case old != nil && bytes.Equal(old, files[f]):
 			continue
 		default:
-			if err := writeAtomic(full, files[f]); err != nil {
+			if err := atomicfile.Write(full, files[f], 0o644, atomicfile.Keep); err != nil {
 				return changed, err
 			}
 		}
 		changed = append(changed, f)
 	}
 	return changed, nil
-}
-
-func writeAtomic(p string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), p)
 }

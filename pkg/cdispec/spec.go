@@ -45,7 +45,7 @@ var mountOptions = []string{"ro", "nosuid", "nodev", "rbind", "rprivate"}
 // Options is what the specs point at: nothing in it changes when Windows
 // updates a driver.
 type Options struct {
-	// Device is the host's /dev/dxg with its numbers.
+	// Device is the host's /dev/dxg; only its path is written.
 	Device devnode.Node
 	// LibDir is the host lib dir (its name is WSL's, not a driver's).
 	LibDir string
@@ -141,9 +141,10 @@ func newSpec(kind string, opt Options) *cdi.Spec {
 	return &cdi.Spec{
 		Kind: kind,
 		ContainerEdits: cdi.ContainerEdits{
+			// No major:minor: dxg is a misc device with a dynamic minor,
+			// so the engine stats the host path at every start instead.
 			DeviceNodes: []*cdi.DeviceNode{{
 				Path: mounts.ContainerDevice, HostPath: opt.Device.Path, Type: "c",
-				Major: int64(opt.Device.Major), Minor: int64(opt.Device.Minor),
 				FileMode: &perm, Permissions: "rwm",
 			}},
 			Mounts: []*cdi.Mount{{HostPath: opt.LibDir, ContainerPath: mounts.ContainerLibDir, Options: mountOptions}},

@@ -56,7 +56,7 @@ func podmanCDI(t *testing.T, e *env, dir, specDir string, sim []string, args ...
 	script := `set -e
 mount -t tmpfs tmpfs /run
 mkdir -p /run/cdi
-cp "$CDI_DIR"/*.json /run/cdi/
+cp "$CDI_DIR"/* /run/cdi/
 exec podman "$@"`
 	base := []string{
 		"--root", filepath.Join(dir, "storage"), "--runroot", "/run/podman-test",
@@ -136,6 +136,7 @@ func TestCDIStale(t *testing.T) {
 		}
 		checkGPU(t, out, true, folder)
 	}
+	mountsBefore := hostWSLMounts(t)
 	start(t, nil, e.nvidia)
 
 	// The driver update: the folder's hash changes, and the host reports
@@ -148,6 +149,26 @@ func TestCDIStale(t *testing.T) {
 
 	if after := readDir(t, specDir); fmt.Sprint(after) != fmt.Sprint(specs) {
 		t.Errorf("the specs changed:\n%v", after)
+	}
+
+	// What does need `cdi generate`: the set of adapters changed (here
+	// the host reports the Intel NPU machine, with no NVIDIA GPU). The
+	// start fails with one line that says so.
+	rootfs := filepath.Join(t.TempDir(), "rootfs")
+	if out, err := exec.Command("cp", "-a", e.rootfs, rootfs).CombinedOutput(); err != nil {
+		t.Fatalf("copy rootfs: %v %s", err, out)
+	}
+	out, err := podmanCDI(t, e, dir, specDir, []string{"--profile", "intel-npu"}, "run", "--rm", "--network", "none",
+		"--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024",
+		"--device", "nvidia.com/gpu=all", "--rootfs", rootfs, "sh", "-c", inside)
+	line := grepLines(out, "wsl-gpu-hook: ")
+	if err == nil || strings.Count(line, "wsl-gpu-hook: ") != 1 ||
+		!strings.Contains(line, "wsl-gpu-hook: cdi-hook: CDI device selection vendor:nvidia matches no adapter on this host") ||
+		!strings.Contains(line, "run wsl-gpu-hook cdi generate") {
+		t.Errorf("start without the NVIDIA GPU: %v, want one hook line saying to regenerate:\n%s", err, out)
+	}
+	if after := hostWSLMounts(t); after != mountsBefore {
+		t.Errorf("WSL mounts leaked into the host:\n%s", after)
 	}
 }
 
@@ -180,8 +201,10 @@ func TestCDIDevices(t *testing.T) {
 		{name: "wsl-gpu-hook.dev/gpu=1 (host index)", args: []string{"--device", "wsl-gpu-hook.dev/gpu=1"}, folders: []string{e.nvidia}},
 		{name: "two kinds, overlapping", args: []string{"--device", "nvidia.com/gpu=0", "--device", "wsl-gpu-hook.dev/gpu=all"},
 			folders: []string{e.intel, e.nvidia}},
+		// The prestart hook sees the node and the lib dir from CDI and
+		// stands down (gpuplan.Skip): the CDI device decides.
 		{name: "hooks.d prestart and CDI", args: []string{"--annotation", "wsl-gpu-hook/devices=all", "--device", "nvidia.com/gpu=all"},
-			folders: []string{e.intel, e.nvidia}},
+			folders: []string{e.nvidia}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -278,4 +301,102 @@ exec setpriv --reuid "$RUID" --regid "$RUID" --init-groups env HOME="$RHOME" XDG
 	out, err := run(t, env, r.e.sim, append(append(simArgs, base...), args...)...)
 	r.stopPause()
 	return out, err
+}
+
+// nvidiaSpec is the shape of NVIDIA's WSL spec (nvidia-ctk cdi generate
+// --mode=wsl), trimmed: nvidia.com/gpu=all with the folder's files.
+func nvidiaSpec(drivers, folder, dev string) string {
+	return fmt.Sprintf(`cdiVersion: 0.5.0
+kind: nvidia.com/gpu
+devices:
+- name: all
+  containerEdits:
+    deviceNodes:
+    - path: /dev/dxg
+      hostPath: %[3]s
+containerEdits:
+  mounts:
+  - hostPath: %[1]s/%[2]s/libcuda.so.1.1
+    containerPath: /usr/lib/wsl/drivers/%[2]s/libcuda.so.1.1
+    options: [ro, nosuid, nodev, bind]
+`, drivers, folder, dev)
+}
+
+// TestCDIConflict: NVIDIA's toolkit already wrote nvidia.com/gpu. Podman
+// refuses the name when both specs are there; install cdi says so, what
+// each choice means, and changes nothing until told; with
+// --nvidia-kind=ours podman resolves nvidia.com/gpu to ours.
+func TestCDIConflict(t *testing.T) {
+	e := setup(t)
+	if _, err := exec.LookPath("podman"); err != nil {
+		t.Skip("podman not installed")
+	}
+	h := newCDIHost(t, e)
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "hooks.d"), 0o755)
+	prefix := filepath.Join(dir, "prefix")
+	specDir := filepath.Join(prefix, "etc/cdi")
+	if err := os.MkdirAll(specDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	theirs := nvidiaSpec(h.drivers, e.nvidia, e.dev)
+	if err := os.WriteFile(filepath.Join(specDir, "nvidia.yaml"), []byte(theirs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startNVIDIA := func(t *testing.T, specDir string) (string, error) {
+		rootfs := filepath.Join(t.TempDir(), "rootfs")
+		if out, err := exec.Command("cp", "-a", e.rootfs, rootfs).CombinedOutput(); err != nil {
+			t.Fatalf("copy rootfs: %v %s", err, out)
+		}
+		return podmanCDI(t, e, dir, specDir, nil, "run", "--rm", "--network", "none",
+			"--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024",
+			"--device", "nvidia.com/gpu=all", "--rootfs", rootfs, "sh", "-c", inside)
+	}
+
+	// What the user would get if install wrote ours next to NVIDIA's:
+	// the engine refuses the name.
+	both := t.TempDir()
+	os.WriteFile(filepath.Join(both, "nvidia.yaml"), []byte(theirs), 0o644)
+	other := t.TempDir()
+	installCDI(t, e, h, other, "--nvidia-kind=ours")
+	data, err := os.ReadFile(filepath.Join(other, "etc/cdi/nvidia.com-gpu_wsl-gpu-hook.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(both, "nvidia.com-gpu_wsl-gpu-hook.json"), data, 0o644)
+	if out, err := startNVIDIA(t, both); err == nil || !strings.Contains(out, "nvidia.com/gpu=all") {
+		t.Fatalf("podman with two specs defining nvidia.com/gpu=all: %v\n%s", err, out)
+	}
+
+	// install cdi without a choice: one line, the choices, nothing written.
+	before := readDir(t, specDir)
+	args := []string{"--profile", profile, "--dev", e.dev, "--", e.hook, "install", "--prefix", prefix, "--hook", e.hook, "cdi"}
+	out, err := run(t, []string{"WSL_GPU_HOOK_CONFIG=" + h.config}, e.sim, args...)
+	if err == nil || !strings.Contains(out, "wsl-gpu-hook: install cdi: nvidia.com/gpu already defined by /etc/cdi/nvidia.yaml") ||
+		!strings.Contains(out, "--nvidia-kind=ours") || !strings.Contains(out, "--nvidia-kind=skip") {
+		t.Fatalf("install cdi with NVIDIA's spec present: %v\n%s", err, out)
+	}
+	if after := readDir(t, specDir); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("install cdi changed %s without a choice: %v", specDir, after)
+	}
+	if _, err := os.Stat(filepath.Join(prefix, "etc/systemd")); err == nil {
+		t.Fatal("install cdi wrote the unit without a choice")
+	}
+
+	// The choice after the engine name, as the message puts it.
+	out, err = run(t, []string{"WSL_GPU_HOOK_CONFIG=" + h.config}, e.sim, append(args, "--nvidia-kind=ours")...)
+	if err != nil {
+		t.Fatalf("install cdi --nvidia-kind=ours: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(specDir, "nvidia.yaml")); err == nil {
+		t.Error("NVIDIA's spec still in place")
+	}
+	if kept, err := os.ReadFile(filepath.Join(specDir, "nvidia.yaml.wsl-gpu-hook.bak")); err != nil || string(kept) != theirs {
+		t.Errorf("NVIDIA's spec not kept aside: %v", err)
+	}
+	out, err = startNVIDIA(t, specDir)
+	if err != nil {
+		t.Fatalf("podman after --nvidia-kind=ours: %v\n%s", err, out)
+	}
+	checkGPU(t, out, true, e.nvidia)
 }
