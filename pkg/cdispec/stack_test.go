@@ -45,6 +45,8 @@ func injected(t *testing.T, inv *driverstore.Inventory, stack vendorstack.Host, 
 	t.Helper()
 	o := opts
 	o.Stack = stack
+	// The engine stats the node's host path: /dev/null stands in.
+	o.Device.Path = "/dev/null"
 	specs, err := Generate(inv, o)
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,9 @@ var cdiMountOptions = []string{"ro", "nosuid", "nodev", "rbind", "rprivate"}
 // their device-cgroup rules, the mounts and the variables. Loader-cache
 // entries have no CDI form: the spec's createContainer hook writes them.
 // Nodes are mode 0666 in the container, as /dev/dxg is: the container's
-// user is rarely in the host's video or render group.
+// user is rarely in the host's video or render group. Their numbers are
+// written out: the kernel's DRM driver fixes them (226), not Windows, so
+// they cannot go stale as a driver folder name does.
 func (e Edits) CDIEdits() cdi.ContainerEdits {
 	var c cdi.ContainerEdits
 	for _, m := range e.Mounts {
