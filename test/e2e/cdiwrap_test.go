@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 )
 
@@ -55,6 +56,13 @@ func injectCDI(t *testing.T, h *harness, b box, spec *specs.Spec, hookBin, cfgPa
 		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
 			t.Fatalf("cdi generate --kind %s: %v\n%s", kind, err, out)
 		}
+	}
+	// An engine injects while the host has /dev/dxg, whose numbers it
+	// stats; dxgsim made it for `cdi generate` and removed it. A node with
+	// the simulator's numbers stands in; dxgsim replaces it for the run.
+	node := filepath.Join(dir, "dev", "dxg")
+	if err := unix.Mknod(node, unix.S_IFCHR|0o666, int(unix.Mkdev(10, 229))); err != nil {
+		t.Fatalf("stand-in for /dev/dxg: %v", err)
 	}
 	cache, err := cdi.NewCache(cdi.WithSpecDirs(specDir), cdi.WithAutoRefresh(false))
 	if err != nil {
