@@ -81,22 +81,19 @@ func ProbeROCm(dir string) ROCm {
 	r := ROCm{Dir: dir, Err: ErrNoRocdxg}
 	for _, n := range rocdxgNames {
 		p := filepath.Join(dir, "lib", n)
-		real, err := filepath.EvalSymlinks(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			r.Err = err
-			break
-		}
-		fi, err := os.Stat(real)
+		// Stat follows the install's links (/opt/rocm -> rocm-7.2.0,
+		// .so.1 -> .so.1.2.0) as the loader would; a dangling one counts
+		// as missing. One call: this runs at every AMD container start.
+		fi, err := os.Stat(p)
 		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
 		case err != nil:
 			r.Err = err
 		case !fi.Mode().IsRegular():
-			r.Err = fmt.Errorf("%s is not a regular file", real)
+			r.Err = fmt.Errorf("%s is not a regular file", p)
 		case fi.Mode().Perm()&0o004 == 0:
-			r.Err = fmt.Errorf("%s is not readable by everyone (mode %o)", real, fi.Mode().Perm())
+			r.Err = fmt.Errorf("%s is not readable by everyone (mode %o)", p, fi.Mode().Perm())
 		default:
 			r.Lib, r.Err = p, nil
 		}

@@ -17,7 +17,7 @@ import (
 
 // write makes the files of a tree: "path" is a directory when it ends in /,
 // "path -> target" a symlink, "path=mode" a file with that mode (octal).
-func write(t *testing.T, root string, lines ...string) {
+func write(t testing.TB, root string, lines ...string) {
 	t.Helper()
 	for _, l := range lines {
 		switch {
@@ -48,7 +48,7 @@ func write(t *testing.T, root string, lines ...string) {
 	}
 }
 
-func mkparent(t *testing.T, p string) {
+func mkparent(t testing.TB, p string) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
 	}
