@@ -5,7 +5,7 @@ BIN     := bin
 LDFLAGS := -s -w -X main.version=$(VERSION)
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build tools setup demo test unit e2e lint bench fuzz clean
+.PHONY: all build tools setup demo test unit e2e lint bench bench-start fuzz clean
 
 all: build
 
@@ -47,6 +47,10 @@ lint:
 ## bench: benchmarks of the hook's phases and a whole hook run
 bench: setup
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./pkg/... ./cmd/... ./test/e2e/...
+
+## bench-start: container start with the hook vs plain runc vs NVIDIA's CDI shape (root; RUNS=21)
+bench-start:
+	./hack/bench-start.sh
 
 ## fuzz: each fuzz target for FUZZTIME (default 60s)
 FUZZTIME ?= 60s

@@ -27,10 +27,12 @@ type Options struct {
 }
 
 // Probe enumerates the adapters behind node and reads the driver store.
-// Adapters the enumeration had to skip are returned for the log.
+// Adapters the enumeration had to skip are returned for the log. It asks
+// the host only what the decision uses (ids and driver store path), as it
+// runs on every container start; info asks for the details.
 func Probe(node devnode.Node, o Options) (gpuplan.Host, []error, error) {
 	h := gpuplan.Host{Node: node}
-	enum, err := dxcore.Enumerate(node.Path)
+	enum, err := dxcore.EnumerateWith(node.Path, dxcore.Options{})
 	if err != nil {
 		return h, nil, err
 	}

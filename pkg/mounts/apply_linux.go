@@ -7,10 +7,10 @@ import (
 	"os"
 	"path"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
-	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
@@ -84,7 +84,7 @@ func (a *applier) rollback() {
 }
 
 func (a *applier) exists(unsafePath string) bool {
-	f, err := pathrs.OpenatInRoot(a.root, unsafePath)
+	f, err := openInRoot(a.root, unsafePath, unix.O_PATH)
 	if err != nil {
 		return false
 	}
@@ -144,14 +144,20 @@ func (a *applier) parent(target string) (*os.File, string, error) {
 	if d, ok := a.dirs[dir]; ok {
 		return d, base, nil
 	}
+	// A WSL-owned directory is claimed from its parent's handle: no
+	// resolution from the root, which costs procfs round trips each time.
+	if slices.Contains(wslDirs, strings.TrimSuffix(dir, "/")) {
+		d, err := a.claimDir(strings.TrimSuffix(dir, "/"))
+		return d, base, err
+	}
 	for _, w := range wslDirs { // shallow first
 		if strings.HasPrefix(dir, w+"/") {
-			if err := a.claimDir(w); err != nil {
+			if _, err := a.claimDir(w); err != nil {
 				return nil, "", err
 			}
 		}
 	}
-	d, err := pathrs.MkdirAllHandle(a.root, dir, 0o755)
+	d, err := mkdirAllInRoot(a.root, dir)
 	if err != nil {
 		return nil, "", err
 	}
@@ -159,28 +165,42 @@ func (a *applier) parent(target string) (*os.File, string, error) {
 	return d, base, nil
 }
 
-// claimDir makes sure the WSL-owned directory p is a real directory.
-func (a *applier) claimDir(p string) error {
-	dir, base := path.Split(p)
-	d, err := pathrs.MkdirAllHandle(a.root, dir, 0o755)
-	if err != nil {
-		return err
+// claimDir makes sure the WSL-owned directory p is a real directory and
+// returns a handle on it, kept with the others parent resolved. Its parent
+// is resolved once; p itself is never followed if it is a link.
+func (a *applier) claimDir(p string) (*os.File, error) {
+	if d, ok := a.dirs[p+"/"]; ok {
+		return d, nil
 	}
-	defer d.Close()
-	st, err := lstatAt(d, base)
+	dir, base, err := a.parent(p)
+	if err != nil {
+		return nil, err
+	}
+	st, err := lstatAt(dir, base)
 	switch {
 	case errors.Is(err, unix.ENOENT):
-		return nil
+		// EEXIST: another hook sharing this rootfs made it meanwhile; the
+		// O_DIRECTORY|O_NOFOLLOW open below checks what it is.
+		if err := unix.Mkdirat(int(dir.Fd()), base, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+			return nil, err
+		}
 	case err != nil:
-		return err
-	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
-		return nil
+		return nil, err
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		a.log.Warnf("replace %s in the image (mode %o) with a directory", p, st.Mode)
+		if err := unix.Unlinkat(int(dir.Fd()), base, 0); err != nil {
+			return nil, err
+		}
+		if err := unix.Mkdirat(int(dir.Fd()), base, 0o755); err != nil {
+			return nil, err
+		}
 	}
-	a.log.Warnf("replace %s in the image (mode %o) with a directory", p, st.Mode)
-	if err := unix.Unlinkat(int(d.Fd()), base, 0); err != nil {
-		return err
+	d, err := openNoFollow(dir, base, unix.O_DIRECTORY)
+	if err != nil {
+		return nil, err
 	}
-	return unix.Mkdirat(int(d.Fd()), base, 0o755)
+	a.dirs[p+"/"] = d
+	return d, nil
 }
 
 // lstatAt reports what is at base inside dir without following a symlink.

@@ -10,7 +10,7 @@
 // Every path inside the rootfs is hostile: the image may hold symlinks
 // anywhere, and may swap them while the hook runs. Apply therefore resolves
 // every container path through a handle opened confined to the rootfs
-// (openat2 RESOLVE_IN_ROOT, through filepath-securejoin's pathrs-lite), works
+// (openat2 RESOLVE_IN_ROOT; see inroot_linux.go for why not pathrs-lite), works
 // on file descriptors from then on (mknodat, symlinkat, renameat, move_mount
 // onto an O_PATH handle), and never follows a link out of the rootfs, so no
 // image can make it create, change or mount anything on the host.

@@ -344,6 +344,30 @@ func TestProtocol(t *testing.T) {
 			},
 		},
 		{
+			name:   "ENUMADAPTERS2 capacity 0 with an array and no adapters: ENOMEM",
+			faults: []string{"zero-adapters"},
+			steps:  []string{"enum2:0"},
+			want:   []want{{1, -1, syscall.ENOMEM, 0}},
+		},
+		{
+			name:  "ENUMADAPTERS2 capacity 0 with an array and adapters: EOVERFLOW comes first",
+			steps: []string{"enum2:0"},
+			want:  []want{{1, -1, syscall.EOVERFLOW, 0}},
+		},
+		{
+			name:  "CLOSEADAPTER(0) succeeds, with and without handles, and closes none",
+			steps: []string{"close:0", "enum3:1:64", "close:0", "query:0:13:4", "close:all"},
+			want:  []want{{1, 0, 0, -1}, {3, 0, 0, -1}, {4, 0, 0, -1}, {5, 0, 0, -1}},
+		},
+		{
+			name: "a copy fault on any pointer is EINVAL, and a faulted fill keeps no handle",
+			steps: []string{"badarg:enum2", "badarg:enum3", "badarg:close", "badarg:query", "badarg:openluid",
+				"enum2bad:64", "enum3bad:64", "enum3:1:64", "querybad:0:13:4", "close:all"},
+			want: []want{{1, -1, syscall.EINVAL, -1}, {2, -1, syscall.EINVAL, -1}, {3, -1, syscall.EINVAL, -1},
+				{4, -1, syscall.EINVAL, -1}, {5, -1, syscall.EINVAL, -1}, {6, -1, syscall.EINVAL, 2},
+				{7, -1, syscall.EINVAL, 2}, {8, 0, 0, 2}, {9, -1, syscall.EINVAL, -1}, {10, 0, 0, -1}},
+		},
+		{
 			name:   "missing-folder: same inf, another hash",
 			faults: []string{"missing-folder=1"},
 			steps:  []string{"enum3:1:64", "registry:0", "registry:1", "close:all"},
