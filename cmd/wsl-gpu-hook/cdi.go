@@ -119,7 +119,8 @@ func cdiHost(cfg config.Config) (cdiinstall.Host, error) {
 	if err != nil {
 		return cdiinstall.Host{}, err
 	}
-	h, _, err := gpuhost.Probe(node, gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir})
+	// The per-adapter devices carry selection variables: every detail.
+	h, _, err := gpuhost.Probe(node, gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir, Details: true})
 	if err != nil {
 		return cdiinstall.Host{}, err
 	}

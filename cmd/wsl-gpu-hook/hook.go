@@ -66,7 +66,11 @@ func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, log *logrus.E
 			return err
 		}
 	}
-	host, skipped, err := gpuhost.Probe(node, hostOptions(cfg))
+	opts := hostOptions(cfg)
+	// Selection variables (ZE_AFFINITY_MASK, Mesa's adapter name) need the
+	// adapters' types and descriptions; a request for all sets none.
+	opts.Details = !in.req.All
+	host, skipped, err := gpuhost.Probe(node, opts)
 	for _, s := range skipped {
 		log.Warnf("skipped %v", s)
 	}

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 )
 
 // missing is the one line saying why an AMD adapter gets no ROCm here.
@@ -23,7 +21,7 @@ func (r ROCm) missing(who string) string {
 func Missing(host []Adapter, r ROCm) []string {
 	var out []string
 	for _, a := range host {
-		if a.Vendor == driverstore.AMD && !a.ComputeOnly && r.Lib == "" {
+		if a.rocmGPU() && r.Lib == "" {
 			out = append(out, r.missing(fmt.Sprintf("AMD %s is present", a)))
 		}
 	}

@@ -37,14 +37,27 @@ type Adapter struct {
 	Description string
 	// ComputeOnly marks an MCDM adapter (an NPU, a datacenter GPU in
 	// compute mode): no graphics, no video, its own Level Zero driver.
+	// Known only when the adapters were enumerated with details.
 	ComputeOnly bool
+	// PCIVendor is the physical adapter's PCI vendor id, always known: it
+	// tells AMD's GPUs (0x1002, ATI) from its NPUs (0x1022).
+	PCIVendor uint32
+}
+
+// pciAMDNPU is AMD proper's PCI vendor id, which its Ryzen AI NPUs carry;
+// ROCm drives the Radeon GPUs (0x1002).
+const pciAMDNPU = 0x1022
+
+// rocmGPU reports an adapter ROCm can drive through librocdxg.
+func (a Adapter) rocmGPU() bool {
+	return a.Vendor == driverstore.AMD && !a.ComputeOnly && a.PCIVendor != pciAMDNPU
 }
 
 // FromInventory converts driverstore adapters.
 func FromInventory(as []driverstore.Adapter) []Adapter {
 	out := make([]Adapter, len(as))
 	for i, a := range as {
-		out[i] = Adapter{Index: a.Index, Vendor: a.Vendor, Description: a.Description, ComputeOnly: a.Type.ComputeOnly()}
+		out[i] = Adapter{Index: a.Index, Vendor: a.Vendor, Description: a.Description, ComputeOnly: a.Type.ComputeOnly(), PCIVendor: a.PCI.Vendor}
 	}
 	return out
 }
@@ -124,7 +137,7 @@ type Input struct {
 // Needs says which host probes a request needs.
 func Needs(selected []Adapter, caps capability.Set) (rocm, dri, wslg bool) {
 	for _, a := range selected {
-		rocm = rocm || (a.Vendor == driverstore.AMD && !a.ComputeOnly)
+		rocm = rocm || a.rocmGPU()
 	}
 	return rocm, caps.Has(capability.Video), caps.Has(capability.Display)
 }

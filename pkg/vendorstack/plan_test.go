@@ -303,3 +303,19 @@ func TestCDIEdits(t *testing.T) {
 		t.Errorf("empty edits gave %+v", c)
 	}
 }
+
+// An AMD NPU (PCI vendor 0x1022) is no ROCm device, even enumerated
+// without details, when its compute-only type is unknown.
+func TestAMDNPUWithoutDetails(t *testing.T) {
+	npu := Adapter{Index: 0, Vendor: driverstore.AMD, PCIVendor: 0x1022}
+	gpu := Adapter{Index: 1, Vendor: driverstore.AMD, PCIVendor: 0x1002}
+	if rocm, _, _ := Needs([]Adapter{npu}, capability.Compute); rocm {
+		t.Error("an AMD NPU needs ROCm")
+	}
+	if rocm, _, _ := Needs([]Adapter{npu, gpu}, capability.Compute); !rocm {
+		t.Error("an AMD GPU needs no ROCm")
+	}
+	if m := Missing([]Adapter{npu}, noROCm); m != nil {
+		t.Errorf("Missing for an NPU: %q", m)
+	}
+}

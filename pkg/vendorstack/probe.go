@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 )
 
 // Defaults of the host paths probed.
@@ -206,8 +205,11 @@ type ProbeOptions struct {
 // ROCm when the host has an AMD GPU, /dev/dri for video, WSLg for display.
 func ProbeFor(o ProbeOptions, host []Adapter, caps capability.Set) (Host, error) {
 	var h Host
-	if len(gpus(host, driverstore.AMD)) > 0 {
-		h.ROCm = ProbeROCm(o.ROCmDir)
+	for _, a := range host {
+		if a.rocmGPU() {
+			h.ROCm = ProbeROCm(o.ROCmDir)
+			break
+		}
 	}
 	if caps.Has(capability.Video) {
 		dri, err := ProbeDRI(o.DRIDir)
