@@ -208,7 +208,8 @@ func cdiHook(cfg config.Config, stdin io.Reader, log *logrus.Entry) error {
 	if host.Stack, err = probeStack(cfg, host, 0); err != nil {
 		return err
 	}
-	c := gpuplan.FromSpec(spec, gpuplan.CreateContainer, st.Pid, r, userns.RunningInUserNS())
+	c := gpuplan.FromSpec(spec, gpuplan.CreateContainer, st.Pid, r)
+	c.Rootless = userns.RunningInUserNS()
 	c.Injected = true
 	plan, err := gpuplan.Decide(c, host)
 	if err != nil {

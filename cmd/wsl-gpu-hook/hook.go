@@ -44,7 +44,7 @@ func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, log *logrus.E
 		return err
 	}
 	log = log.WithFields(logrus.Fields{"bundle": in.bundle, "pid": in.pid})
-	c := gpuplan.FromSpec(in.spec, stage, in.pid, in.req, userns.RunningInUserNS())
+	c := gpuplan.FromSpec(in.spec, stage, in.pid, in.req)
 	c.Caps = in.caps.Set
 	if why := c.Skip(); why != "" {
 		if c.Request.None() {
@@ -54,6 +54,7 @@ func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, log *logrus.E
 		}
 		return nil
 	}
+	c.Rootless = userns.RunningInUserNS()
 	if c.Rootless {
 		log.Infof("the hook runs in a user namespace (rootless engine): device cgroups are left alone, /dev/dxg is bound from the host")
 	}

@@ -50,8 +50,8 @@
 // node and the lib dir mount, builds a [request.Request] from the CDI
 // devices' selections (pkg/cdispec) and sets [Container.Injected]:
 //
-//	c := gpuplan.FromSpec(spec, gpuplan.CreateContainer, state.Pid, req, userns.RunningInUserNS())
-//	c.Injected = true
+//	c := gpuplan.FromSpec(spec, gpuplan.CreateContainer, state.Pid, req)
+//	c.Rootless, c.Injected = userns.RunningInUserNS(), true
 //	host, err := gpuhost.Probe(opts)
 //	plan, err := gpuplan.Decide(c, host)
 //	// plan.Steps bind the selected folders, write the loader files and

@@ -64,8 +64,10 @@ type Container struct {
 	Caps capability.Set
 }
 
-// FromSpec reads what the decision needs from a container's config.
-func FromSpec(spec *oci.Spec, stage Stage, pid int, req request.Request, rootless bool) Container {
+// FromSpec reads what the decision needs from a container's config. The
+// caller sets Rootless (userns.RunningInUserNS) once Skip said to go on, and
+// Injected when it is the CDI spec's hook.
+func FromSpec(spec *oci.Spec, stage Stage, pid int, req request.Request) Container {
 	return Container{
 		Stage:         stage,
 		Request:       req,
@@ -73,7 +75,6 @@ func FromSpec(spec *oci.Spec, stage Stage, pid int, req request.Request, rootles
 		RuntimeNode:   spec.HasDevice(wsl.Device),
 		LibDirMounted: spec.HasMount(wsl.LibDir),
 		UserNamespace: spec.UserNamespace(),
-		Rootless:      rootless,
 	}
 }
 

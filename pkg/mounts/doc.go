@@ -21,5 +21,7 @@
 // right node; an image's own /usr/bin/nvidia-smi is left alone.
 //
 // A failing Apply undoes what it did before returning: mounts are detached
-// and files it wrote are restored, so a container never half-works.
+// and files it wrote are restored, so a container never half-works. Its
+// error is an *Error whose fields (Kind, Op, Source, Target, Errno) say what
+// failed; Advise adds what the user should do, chosen from those fields.
 package mounts
