@@ -76,6 +76,12 @@ type Config struct {
 	// RequestAnnotation is the OCI annotation that asks for GPUs; it wins
 	// over the environment. "" disables it.
 	RequestAnnotation string `toml:"request_annotation"`
+	// ROCmDir is the host's ROCm install, where librocdxg is found.
+	ROCmDir string `toml:"rocm_dir"`
+	// DRIDir holds the host's DRM nodes, given to video containers.
+	DRIDir string `toml:"dri_dir"`
+	// WSLgDir holds WSLg's sockets, given to display containers.
+	WSLgDir string `toml:"wslg_dir"`
 
 	// path is the file the values came from, for error messages.
 	path string
@@ -93,6 +99,9 @@ func Default() Config {
 		RequestEnv:        []string{"WSL_GPU_DEVICES", "NVIDIA_VISIBLE_DEVICES"},
 		RequestAnnotation: "wsl-gpu-hook/devices",
 		Runtime:           "runc",
+		ROCmDir:           "/opt/rocm",
+		DRIDir:            "/dev/dri",
+		WSLgDir:           "/mnt/wslg",
 	}
 }
 
@@ -147,7 +156,7 @@ func (c *Config) decode(data []byte) error {
 
 // Keys lists every key a config file may set.
 func Keys() []string {
-	return []string{"dxg_device", "lib_dir", "drivers_dir", "ldcache", "log_file", "log_level", "request_env", "request_annotation", "runtime"}
+	return []string{"dxg_device", "lib_dir", "drivers_dir", "ldcache", "log_file", "log_level", "request_env", "request_annotation", "runtime", "rocm_dir", "dri_dir", "wslg_dir"}
 }
 
 var (
@@ -164,6 +173,7 @@ func (c Config) Validate() error {
 	}
 	for _, p := range []struct{ key, val string }{
 		{"dxg_device", c.DxgDevice}, {"lib_dir", c.LibDir}, {"drivers_dir", c.DriversDir},
+		{"rocm_dir", c.ROCmDir}, {"dri_dir", c.DRIDir}, {"wslg_dir", c.WSLgDir},
 	} {
 		if !filepath.IsAbs(p.val) || filepath.Clean(p.val) != p.val {
 			bad(p.key, "%q must be a clean absolute path", p.val)

@@ -5,12 +5,14 @@ import (
 	"path"
 	"strings"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
@@ -57,6 +59,9 @@ type Container struct {
 	// selected adapters' current folders, writes the loader files and
 	// links nvidia-smi.
 	Injected bool
+	// Caps are the capabilities asked for besides compute (package
+	// capability); zero means compute only.
+	Caps capability.Set
 }
 
 // FromSpec reads what the decision needs from a container's config. The
@@ -139,6 +144,10 @@ type Host struct {
 	// Ldcache is the loader-cache entries for the lib dir; nil leaves the
 	// container's cache alone.
 	Ldcache []ldcache.Entry
+	// Stack is what the host offers the vendor stacks and capabilities
+	// beyond the driver folders (librocdxg, /dev/dri, WSLg), as
+	// vendorstack's probes found it.
+	Stack vendorstack.Host
 }
 
 // Plan is the whole decision for one container.
@@ -160,6 +169,12 @@ type Plan struct {
 	Warnings []error
 	// Steps are the changes to the container's root filesystem.
 	Steps []mounts.Step
+	// Nodes are the further devices (/dev/dri) allowed like Node.
+	Nodes []devnode.Node
+	// Stack is what the vendor stacks and capabilities add (see
+	// stack.go): its mounts and devices are among Steps; its variables a
+	// hook cannot set, so the caller logs them for the user.
+	Stack vendorstack.Edits
 }
 
 // String is the plan as the hook logs it.
@@ -169,7 +184,11 @@ func (p Plan) String() string {
 	}
 	steps := make([]string, 0, len(p.Steps)+1)
 	if p.Cgroup != CgroupNone {
-		steps = append(steps, fmt.Sprintf("cgroup %s: %s", p.Node, p.Cgroup))
+		nodes := []string{p.Node.String()}
+		for _, n := range p.Nodes {
+			nodes = append(nodes, n.String())
+		}
+		steps = append(steps, fmt.Sprintf("cgroup %s: %s", strings.Join(nodes, ", "), p.Cgroup))
 	}
 	for _, s := range p.Steps {
 		steps = append(steps, s.String())
@@ -232,6 +251,7 @@ func Decide(c Container, h Host) (Plan, error) {
 		return Plan{}, firstErr
 	}
 
+	stack := stackEdits(c, inv, selected, h.Stack)
 	in := mounts.Inputs{
 		Device: h.Node,
 		// A node made on a /dev the container's user namespace mounted
@@ -243,6 +263,9 @@ func Decide(c Container, h Host) (Plan, error) {
 		Folders:    folders,
 		Spellings:  spellings,
 		Ldcache:    h.Ldcache,
+	}
+	if h.Ldcache != nil && len(stack.Ldcache) > 0 {
+		in.Ldcache = append(append([]ldcache.Entry{}, h.Ldcache...), stack.Ldcache...)
 	}
 	if nvidia {
 		in.NvidiaSmi = NvidiaSmiLink(h.NvidiaSmi, folders)
@@ -259,6 +282,7 @@ func Decide(c Container, h Host) (Plan, error) {
 			p.Steps = append(p.Steps, s)
 		}
 	}
+	p.addStack(c, stack)
 	return p, nil
 }
 

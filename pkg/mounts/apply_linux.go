@@ -101,6 +101,8 @@ func (a *applier) apply(s Step) error {
 		op, err = a.device(s)
 	case Bind:
 		op, err = a.bind(s)
+	case BindFile:
+		op, err = a.bindFile(s)
 	case File:
 		op, err = a.writeFile(s.Target, func([]byte) ([]byte, error) { return s.Data, nil })
 	case Ldcache:
@@ -363,6 +365,72 @@ func alreadyBound(source string, target *os.File) (bool, error) {
 		return false, err
 	}
 	return fs.Flags&boundFlags == boundFlags, nil
+}
+
+// bindFile binds a host file or socket onto a file mount point. A regular
+// file the image has there is hidden, as a directory is by bind; a link or
+// a node is replaced, never followed; a directory is the image's mistake.
+func (a *applier) bindFile(s Step) (Op, error) {
+	dir, base, err := a.parent(s.Target)
+	if err != nil {
+		return OpResolveParent, err
+	}
+	create := func() (Op, error) {
+		fd, err := createFile(dir, base)
+		if errors.Is(err, unix.EOVERFLOW) {
+			// As for a bound node: a user namespace's root owns the dir.
+			fd, err = createAsOwner(dir, base)
+		}
+		if errors.Is(err, unix.EEXIST) {
+			// Another hook sharing this rootfs made it meanwhile; the
+			// check after the open below says what it is.
+			return "", nil
+		}
+		if err != nil {
+			return OpCreateMountPoint, err
+		}
+		unix.Close(fd)
+		a.onUndo(dir, base, 0)
+		return "", nil
+	}
+	switch st, err := lstatAt(dir, base); {
+	case errors.Is(err, unix.ENOENT):
+		if op, err := create(); err != nil {
+			return op, err
+		}
+	case err != nil:
+		return OpStat, err
+	case st.Mode&unix.S_IFMT == unix.S_IFREG:
+	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		return OpReplace, fmt.Errorf("the image has a directory at %s: remove it from the image", s.Target)
+	default:
+		a.log.Warnf("replace %s in the image (mode %o) with a mount point", s.Target, st.Mode)
+		if err := unix.Unlinkat(int(dir.Fd()), base, 0); err != nil {
+			return OpRemoveExisting, err
+		}
+		if op, err := create(); err != nil {
+			return op, err
+		}
+	}
+	target, err := openNoFollow(dir, base, 0)
+	if err != nil {
+		return OpOpenMountPoint, err
+	}
+	defer target.Close()
+	if done, err := alreadyBound(s.Source, target); err != nil {
+		return OpStat, err
+	} else if done {
+		a.log.Infof("keep %s: %s is already mounted there read-only", s.Target, s.Source)
+		return "", nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(target.Fd()), &st); err != nil {
+		return OpStat, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return OpOpenMountPoint, fmt.Errorf("%s changed into mode %o while the hook worked: %w", s.Target, st.Mode, unix.ELOOP)
+	}
+	return a.mountOnto(s.Source, target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 }
 
 func openNoFollow(dir *os.File, base string, flags int) (*os.File, error) {

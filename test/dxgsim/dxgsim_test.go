@@ -663,7 +663,7 @@ func TestParseArgs(t *testing.T) {
 		{"every fault", []string{"--profile", "intel-npu", "--dev", "d", "--fault", "old-kernel", "--fault", "query-fail=1",
 			"--fault", "missing-folder=0", "--fault", "zero-adapters=", "--", "true"}, `fault "zero-adapters=" takes no value: use --fault zero-adapters`},
 		{"no dev", []string{"--profile", "nvidia-laptop", "--", "true"}, "--dev PATH is required without --bind-host"},
-		{"no profile", []string{"--dev", "d", "--", "true"}, "--profile is required (one of amd-desktop, compute-only, intel-npu, no-gpu, nvidia-laptop)"},
+		{"no profile", []string{"--dev", "d", "--", "true"}, "--profile is required (one of " + strings.Join(simhost.Names(), ", ") + ")"},
 		{"unknown profile", []string{"--profile", "tesla", "--dev", "d", "--", "true"}, `unknown profile "tesla"`},
 		{"no command", []string{"--profile", "nvidia-laptop", "--dev", "d"}, "no command: put it after --"},
 		{"unknown fault", []string{"--profile", "nvidia-laptop", "--dev", "d", "--fault", "slow", "--", "true"},
