@@ -45,7 +45,7 @@ func main() {
 
 const usage = `usage:
   wsl-gpu-hook [--config FILE] prestart|createRuntime|createContainer   (OCI hook: state on stdin)
-  wsl-gpu-hook [--config FILE] info [--json]                              (list GPU adapters)
+  wsl-gpu-hook [--config FILE] info [--json] [--k8s]                      (list GPU adapters; --k8s: the device plugin's resources)
   wsl-gpu-hook runtime RUNC-ARGS...                                      (OCI runtime wrapper; also as wsl-gpu-runtime)
   wsl-gpu-hook [--config FILE] cdi generate [--output FILE]               (write a CDI spec, default /etc/cdi/wsl-gpu-hook.json)
   wsl-gpu-hook install|uninstall [--dry-run] [--prefix DIR] docker|podman|containerd|cdi...
