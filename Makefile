@@ -5,7 +5,7 @@ BIN     := bin
 LDFLAGS := -s -w -X main.version=$(VERSION)
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build tools setup demo test unit e2e lint bench fuzz clean
+.PHONY: all build tools setup demo test unit e2e lint bench fuzz clean engines
 
 all: build
 
@@ -25,8 +25,14 @@ setup:
 demo: setup build tools
 	./hack/demo.sh
 
+## engines: the engine matrix's engines (runc, containerd, dockerd from their
+## Go modules) and Debian 13 root, built once into /var/cache/wsl-gpu-hook-e2e
+engines: setup
+	./hack/engines/build.sh runc containerd dockerd
+	./hack/engines/root.sh trixie
+
 ## test: everything CI runs: lint, unit, integration and end-to-end tests
-test: setup lint
+test: setup lint engines
 	$(GO) test -count=1 -timeout 40m ./...
 	./hack/fuzz.sh 200000x
 

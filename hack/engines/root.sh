@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Makes a Debian root with a suite's container engines, once, and prints its
+# path: hack/engines/root.sh trixie|bookworm
+#
+# The root lives in $CACHE/roots/<suite>. It is built in a temp dir and
+# renamed into place only when complete, under a flock, so a half-built root
+# is never used; its .wsl-gpu-hook-packages stamp lists the suite and
+# packages it was made with, and a root whose stamp differs is rebuilt.
+# debootstrap --variant=minbase, then apt-get install inside it, run in a
+# private mount namespace so /proc and /dev mounts vanish with it; no
+# service is started (policy-rc.d says no).
+set -euo pipefail
+
+suite=${1:-}
+case $suite in
+trixie) pkgs="podman crun runc conmon catatonit uidmap docker.io docker-cli containerd mount util-linux" ;;
+bookworm) pkgs="podman crun runc conmon catatonit uidmap docker.io containerd mount util-linux" ;;
+*) echo "usage: root.sh trixie|bookworm" >&2; exit 1 ;;
+esac
+
+CACHE=${E2E_CACHE:-/var/cache/wsl-gpu-hook-e2e}
+dest=$CACHE/roots/$suite
+stamp="suite=$suite packages=$pkgs"
+die() { echo "root: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "needs root (debootstrap)"
+command -v debootstrap >/dev/null || die "debootstrap is not installed: apt-get install debootstrap"
+
+# Debian's mirror is reachable only through apt's configured source.
+mirror=$(grep -rhoE '^(deb|URIs:) +https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null |
+	grep -oE 'https?://[^ ]+' | head -1 || true)
+mirror=${mirror:-http://deb.debian.org/debian}
+
+mkdir -p "$CACHE/roots"
+exec {lock}>"$dest.lock"
+flock "$lock"
+if [ -d "$dest" ] && [ "$(cat "$dest/.wsl-gpu-hook-packages" 2>/dev/null)" = "$stamp" ]; then
+	echo "$dest"
+	exit 0
+fi
+tmp=$(mktemp -d "$dest.tmp.XXXXXX")
+trap 'rm -rf --one-file-system "$tmp"' EXIT
+start=$SECONDS
+log=$tmp.log
+if ! debootstrap --variant=minbase "$suite" "$tmp" "$mirror" >"$log" 2>&1; then
+	tail -20 "$log" >&2
+	die "debootstrap $suite from $mirror failed"
+fi
+printf '#!/bin/sh\nexit 101\n' >"$tmp/usr/sbin/policy-rc.d"
+chmod 755 "$tmp/usr/sbin/policy-rc.d"
+# shellcheck disable=SC2016
+if ! unshare --mount --propagation private sh -ec '
+	mount -t proc proc "$1/proc"
+	mount --rbind /dev "$1/dev"
+	root=$1; shift
+	chroot "$root" apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -qq --no-install-recommends "$@"
+	chroot "$root" apt-get clean
+' sh "$tmp" $pkgs >>"$log" 2>&1; then
+	tail -30 "$log" >&2
+	die "apt-get install in the $suite root failed"
+fi
+chroot "$tmp" dpkg-query -W -f='${Package} ${Version}\n' >"$tmp/.wsl-gpu-hook-versions"
+echo "$stamp" >"$tmp/.wsl-gpu-hook-packages"
+rm -f "$log"
+if [ -d "$dest" ]; then
+	mv "$dest" "$dest.old.$$"
+	rm -rf --one-file-system "$dest.old.$$"
+fi
+mv "$tmp" "$dest"
+trap - EXIT
+echo "root: made $suite in $((SECONDS - start))s" >&2
+echo "$dest"
