@@ -62,8 +62,12 @@ func goBuild(out, pkg string, extraEnv ...string) error {
 
 // kubeletBinary returns the kubelet built from k8s.io/kubernetes at
 // kubeletVersion, building it once into the shared cache (a cold build
-// takes a long while on a small machine; later runs reuse it).
+// takes a long while on a small machine; later runs reuse it). $KUBELET
+// names a kubelet binary to use instead.
 func kubeletBinary(t *testing.T) string {
+	if bin := os.Getenv("KUBELET"); bin != "" {
+		return bin // a kubelet built elsewhere
+	}
 	dest := filepath.Join(cacheDir(), "engines", "kubelet-"+kubeletVersion)
 	bin := filepath.Join(dest, "bin", "kubelet")
 	if _, err := os.Stat(bin); err == nil {

@@ -178,8 +178,12 @@ func (m *Manager) refresh(ctx context.Context) {
 		}
 		if !s.isRegistered() {
 			if err := s.register(ctx); err != nil {
-				m.log.Warn("not registered yet; retrying", "err", err)
+				if err.Error() != s.lastErr {
+					m.log.Warn("not registered yet; retrying every interval", "err", err)
+				}
+				s.lastErr = err.Error()
 			} else {
+				s.lastErr = ""
 				m.log.Info("registered with the kubelet", "resource", s.resource, "socket", s.sock, "devices", len(plan.For(s.resource)))
 			}
 		}

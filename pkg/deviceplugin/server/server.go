@@ -32,6 +32,9 @@ type resourceServer struct {
 	devices    []*pluginapi.Device
 	watchers   map[chan []*pluginapi.Device]struct{}
 	registered bool
+	// lastErr is the last registration error logged: a kubelet that is
+	// not up yet is logged once, not at every retry.
+	lastErr string
 }
 
 // socketName is the plugin's socket file for resource, inside the
