@@ -5,13 +5,15 @@ BIN     := bin
 LDFLAGS := -s -w -X main.version=$(VERSION)
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build tools setup demo test unit e2e lint bench fuzz clean engines
+.PHONY: all build tools setup demo test unit e2e lint bench fuzz clean engines k8s
 
 all: build
 
-## build: the static hook binary (no cgo), bin/wsl-gpu-hook
+## build: the static hook binary (no cgo), bin/wsl-gpu-hook, and the kubelet
+## device plugin, bin/wsl-gpu-device-plugin (a separate binary: gRPC stays out of the hook)
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-hook ./cmd/wsl-gpu-hook
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-device-plugin ./cmd/wsl-gpu-device-plugin
 
 ## tools: the test-only simulator and fixture generator (never shipped)
 tools:
@@ -34,7 +36,13 @@ engines: setup
 ## test: everything CI runs: lint, unit, integration and end-to-end tests
 test: setup lint engines
 	$(GO) test -count=1 -timeout 40m ./...
+	$(MAKE) k8s
 	./hack/fuzz.sh 200000x
+
+## k8s: the device plugin on a real kubelet (test/k8s, a module of its own:
+## the first run builds the kubelet from k8s.io/kubernetes into the e2e cache)
+k8s:
+	cd test/k8s && $(GO) vet ./... && $(GO) test -count=1 -timeout 60m ./...
 
 unit:
 	$(GO) test -count=1 -short ./...
