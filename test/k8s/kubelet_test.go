@@ -166,6 +166,19 @@ func TestKubelet(t *testing.T) {
 		}, n.kubelet, n.plugin)
 	})
 
+	t.Run("plugin restart keeps the device IDs", func(t *testing.T) {
+		n.plugin.stop()
+		// The kubelet marks a disconnected plugin's devices unhealthy.
+		waitFor(t, time.Minute, "allocatable nvidia.com/gpu to drop with the plugin gone", func() bool {
+			got := n.allocatable(t, "nvidia.com/gpu")
+			return got != nil && len(got) == 0
+		}, n.kubelet)
+		n.startPlugin(t)
+		waitFor(t, time.Minute, "the same device back", func() bool {
+			return reflect.DeepEqual(n.allocatable(t, "nvidia.com/gpu"), []string{nvidiaDeviceID})
+		}, n.kubelet, n.plugin)
+	})
+
 	t.Run("kubelet restart: the plugin registers again", func(t *testing.T) {
 		n.removePod(t, "cuda")
 		before := strings.Count(n.plugin.log.String(), `msg="registered with the kubelet" resource=nvidia.com/gpu`)

@@ -246,8 +246,41 @@ resolvConf: ""
 			t.Fatal(err)
 		}
 	}
-	n.kubelet = start(t, "kubelet", nil, n.e.kubelet, "--config", n.kubeletCfg, "--root-dir", n.kubeletDir,
-		"--hostname-override", n.name, "--v", "2")
+	n.kubelet = start(t, "kubelet", nil, append(kubeletJail(t, n.e.dir), n.e.kubelet, "--config", n.kubeletCfg, "--root-dir", n.kubeletDir,
+		"--hostname-override", n.name, "--v", "2")...)
+}
+
+// kubeletSysctls are the values the kubelet sets on the host unless it
+// already finds them (pkg/kubelet/cm setupKernelTunables): overcommit,
+// panic on oops, reboot 10 s after a panic. A shared test machine must not
+// get those, so the kubelet reads them from files instead.
+var kubeletSysctls = map[string]string{
+	"vm/overcommit_memory":      "1",
+	"vm/panic_on_oom":           "0",
+	"kernel/panic":              "10",
+	"kernel/panic_on_oops":      "1",
+	"kernel/keys/root_maxkeys":  "1000000",
+	"kernel/keys/root_maxbytes": "25000000",
+}
+
+// kubeletJail is the command prefix that runs the kubelet in a private
+// mount namespace where the sysctls it wants are already set (bind-mounted
+// files) and /run and /var/log are fresh tmpfs: it writes symlinks into
+// /var/log/containers and state under /run, none of which may reach the host.
+func kubeletJail(t *testing.T, dir string) []string {
+	sys := filepath.Join(dir, "sysctl")
+	script := "set -e; mount -t tmpfs tmpfs /run; mount -t tmpfs tmpfs /var/log; "
+	for name, v := range kubeletSysctls {
+		f := filepath.Join(sys, strings.ReplaceAll(name, "/", "."))
+		if err := os.MkdirAll(sys, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte(v+"\n"), 0o444); err != nil {
+			t.Fatal(err)
+		}
+		script += fmt.Sprintf("mount --bind -o ro %s /proc/sys/%s; ", f, name)
+	}
+	return []string{"unshare", "--mount", "--propagation", "private", "sh", "-c", script + `exec "$@"`, "sh"}
 }
 
 // pod is what the kubelet's /pods says about one pod.
