@@ -140,11 +140,15 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
 // generator's "nvidia" device: the kind the device plugin answers with.
 func (n *node) writeCDISpec(t *testing.T) {
 	e := n.e
-	spec := filepath.Join(e.cdiDir, "wsl-gpu-hook.json")
-	out, err := exec.Command(filepath.Join(e.bin, "dxgsim"), "--profile", profile, "--dev", filepath.Join(e.dir, "dev", "dxg-gen"), "--",
-		filepath.Join(e.bin, "wsl-gpu-hook"), "--config", e.config, "cdi", "generate", "--output", spec).CombinedOutput()
-	if err != nil {
-		t.Fatalf("cdi generate: %v\n%s", err, out)
+	generate := func(args ...string) ([]byte, error) {
+		return exec.Command(filepath.Join(e.bin, "dxgsim"), append([]string{"--profile", profile, "--dev", filepath.Join(e.dir, "dev", "dxg-gen"), "--",
+			filepath.Join(e.bin, "wsl-gpu-hook"), "--config", e.config, "cdi", "generate"}, args...)...).CombinedOutput()
+	}
+	// Generators that write every kind take --dir; older ones one file.
+	if _, err := generate("--dir", e.cdiDir); err != nil {
+		if out, err := generate("--output", filepath.Join(e.cdiDir, "wsl-gpu-hook.json")); err != nil {
+			t.Fatalf("cdi generate: %v\n%s", err, out)
+		}
 	}
 	files, _ := filepath.Glob(filepath.Join(e.cdiDir, "*.json"))
 	type device struct {
