@@ -375,6 +375,9 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool, logs 
 		if time.Now().After(deadline) {
 			var b strings.Builder
 			for _, p := range logs {
+				if d := os.Getenv("K8S_TEST_LOGDIR"); d != "" {
+					os.WriteFile(filepath.Join(d, strings.ReplaceAll(p.name, " ", "-")+".log"), []byte(p.log.String()), 0o644)
+				}
 				fmt.Fprintf(&b, "--- %s:\n%s\n", p.name, tail(p.log.String(), 40))
 			}
 			t.Fatalf("timed out after %s waiting for %s\n%s", d, what, b.String())

@@ -113,8 +113,10 @@ func TestKubelet(t *testing.T) {
 		n.addPod(t, "cuda", gpuPod("cuda", "nvidia.com/gpu", 1))
 		_, out := n.waitRunning(t, "cuda")
 		checkGPU(t, out, e.nvidia)
-		if !strings.Contains(out, "request WSL_GPU_DEVICES=0x4486d1") {
-			t.Errorf("the plugin's env for runtimes without CDI is missing:\n%s", out)
+		// The CDI spec's edits come after the plugin's env: its
+		// WSL_GPU_DEVICES=void keeps a hook in the runtime from injecting twice.
+		if !strings.Contains(out, "request WSL_GPU_DEVICES=void") {
+			t.Errorf("the CDI spec's env did not reach the container (were the CDI names applied?):\n%s", out)
 		}
 		if got := n.assigned(t, "cuda", "nvidia.com/gpu"); !reflect.DeepEqual(got, []string{nvidiaDeviceID}) {
 			t.Errorf("pod holds %v, want %s", got, nvidiaDeviceID)
@@ -179,8 +181,37 @@ func TestKubelet(t *testing.T) {
 		}, n.kubelet, n.plugin)
 	})
 
-	t.Run("kubelet restart: the plugin registers again", func(t *testing.T) {
+	t.Run("without CDI names the device, mounts and env still arrive", func(t *testing.T) {
+		// What a runtime without CDI gets: the answer's device node, mounts
+		// and the hook's request variable. Nothing registers the libraries
+		// with the loader (no hook in this runtime), so CUDA does not load:
+		// that is the RuntimeClass path's job.
 		n.removePod(t, "cuda")
+		noCDI := n.e.config + ".nocdi"
+		data, _ := os.ReadFile(n.e.config)
+		if err := os.WriteFile(noCDI, append(data, "[device_plugin]\ncdi = false\n"...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		n.plugin.stop()
+		n.startPluginWith(t, noCDI)
+		defer func() { n.plugin.stop(); n.startPlugin(t) }()
+		waitFor(t, time.Minute, "the plugin without CDI registered", func() bool {
+			return strings.Contains(n.plugin.log.String(), `msg="registered with the kubelet" resource=nvidia.com/gpu`)
+		}, n.plugin)
+		n.addPod(t, "no-cdi", gpuPod("no-cdi", "nvidia.com/gpu", 1))
+		_, out := n.waitRunning(t, "no-cdi")
+		for _, want := range []string{"dxg-open", "folder " + e.nvidia + "\n", "lib-readonly", "request WSL_GPU_DEVICES=0x4486d1"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("container output lacks %q:\n%s", want, out)
+			}
+		}
+		if strings.Contains(out, "cuInit(0) = 0") {
+			t.Errorf("CUDA loaded with no CDI and no hook: this case no longer shows the non-CDI answer alone:\n%s", out)
+		}
+		n.removePod(t, "no-cdi")
+	})
+
+	t.Run("kubelet restart: the plugin registers again", func(t *testing.T) {
 		before := strings.Count(n.plugin.log.String(), `msg="registered with the kubelet" resource=nvidia.com/gpu`)
 		n.kubelet.stop()
 		n.startKubelet(t)

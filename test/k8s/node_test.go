@@ -198,11 +198,13 @@ func (n *node) writeCDISpec(t *testing.T) {
 
 // startPlugin runs the device plugin under its own dxgsim (the simulated
 // node is told by its device numbers, so it opens containerd's node too).
-func (n *node) startPlugin(t *testing.T) {
+func (n *node) startPlugin(t *testing.T) { n.startPluginWith(t, n.e.config) }
+
+func (n *node) startPluginWith(t *testing.T, config string) {
 	e := n.e
 	n.plugin = start(t, "device plugin", nil,
 		filepath.Join(e.bin, "dxgsim"), "--profile", profile, "--dev", filepath.Join(e.dir, "dev", "dxg-plugin"), "--",
-		filepath.Join(e.bin, "wsl-gpu-device-plugin"), "--config", e.config,
+		filepath.Join(e.bin, "wsl-gpu-device-plugin"), "--config", config,
 		"--plugin-dir", filepath.Join(n.kubeletDir, "device-plugins"), "--interval", "1s",
 		"--feature-file", filepath.Join(e.dir, "features.d", "wsl-gpu-hook"))
 }
@@ -243,6 +245,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 localStorageCapacityIsolation: false
 protectKernelDefaults: false
+makeIPTablesUtilChains: false
 resolvConf: ""
 `, n.manifests, n.cgroupRoot, n.sock, freePort(t), n.roPort, freePort(t), n.logsDir)
 		n.kubeletCfg = filepath.Join(n.e.dir, "kubelet.yaml")
@@ -251,7 +254,7 @@ resolvConf: ""
 		}
 	}
 	n.kubelet = start(t, "kubelet", nil, append(kubeletJail(t, n.e.dir), n.e.kubelet, "--config", n.kubeletCfg, "--root-dir", n.kubeletDir,
-		"--hostname-override", n.name, "--v", "2")...)
+		"--cert-dir", filepath.Join(n.kubeletDir, "pki"), "--hostname-override", n.name, "--v", "2")...)
 }
 
 // kubeletSysctls are the values the kubelet sets on the host unless it
@@ -269,11 +272,22 @@ var kubeletSysctls = map[string]string{
 
 // kubeletJail is the command prefix that runs the kubelet in a private
 // mount namespace where the sysctls it wants are already set (bind-mounted
-// files) and /run and /var/log are fresh tmpfs: it writes symlinks into
-// /var/log/containers and state under /run, none of which may reach the host.
+// files) and /run, /var/log and /var/lib are fresh tmpfs: it writes symlinks
+// into /var/log/containers, its device plugin socket under /var/lib/kubelet
+// and state under /run, none of which may reach the host. (Its network
+// namespace is the host's: makeIPTablesUtilChains: false keeps it from
+// adding KUBE-* chains and a DROP rule to the host's iptables.)
 func kubeletJail(t *testing.T, dir string) []string {
 	sys := filepath.Join(dir, "sysctl")
-	script := "set -e; mount -t tmpfs tmpfs /run; mount -t tmpfs tmpfs /var/log; "
+	// The device plugin dir is fixed (/var/lib/kubelet/device-plugins, not
+	// under --root-dir): /var/lib is a tmpfs here and the dir a bind mount
+	// of the test's, where the plugin, outside, finds the sockets.
+	plugins := filepath.Join(dir, "kubelet", "device-plugins")
+	if err := os.MkdirAll(plugins, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	script := "set -e; mount -t tmpfs tmpfs /run; mount -t tmpfs tmpfs /var/log; mount -t tmpfs tmpfs /var/lib; " +
+		"mkdir -p /var/lib/kubelet/device-plugins; mount --bind " + plugins + " /var/lib/kubelet/device-plugins; "
 	for name, v := range kubeletSysctls {
 		f := filepath.Join(sys, strings.ReplaceAll(name, "/", "."))
 		if err := os.MkdirAll(sys, 0o755); err != nil {
