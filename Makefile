@@ -5,13 +5,15 @@ BIN     := bin
 LDFLAGS := -s -w -X main.version=$(VERSION)
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build tools setup demo test unit e2e lint bench bench-start fuzz clean deb deb-test
+.PHONY: all build tools setup demo test unit e2e lint bench bench-start fuzz clean deb deb-test engines k8s
 
 all: build
 
-## build: the static hook binary (no cgo), bin/wsl-gpu-hook
+## build: the static hook binary (no cgo), bin/wsl-gpu-hook, and the kubelet
+## device plugin, bin/wsl-gpu-device-plugin (a separate binary: gRPC stays out of the hook)
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-hook ./cmd/wsl-gpu-hook
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-device-plugin ./cmd/wsl-gpu-device-plugin
 
 ## tools: the test-only simulator and fixture generator (never shipped)
 tools:
@@ -29,11 +31,23 @@ demo: setup build tools
 # stay out of the main go.mod); they test this checkout through a replace.
 TESTMODS := test/engines
 
+## engines: the engine matrix's engines (runc, containerd, dockerd from their
+## Go modules) and Debian 13 root, built once into /var/cache/wsl-gpu-hook-e2e
+engines: setup
+	./hack/engines/build.sh runc containerd dockerd
+	./hack/engines/root.sh trixie
+
 ## test: everything CI runs: lint, unit, integration and end-to-end tests
-test: setup lint
+test: setup lint engines
 	$(GO) test -count=1 -timeout 40m ./...
 	for m in $(TESTMODS); do (cd $$m && $(GO) test -count=1 -timeout 40m ./...) || exit 1; done
+	$(MAKE) k8s
 	./hack/fuzz.sh 200000x
+
+## k8s: the device plugin on a real kubelet (test/k8s, a module of its own:
+## the first run builds the kubelet from k8s.io/kubernetes into the e2e cache)
+k8s:
+	cd test/k8s && $(GO) vet ./... && $(GO) test -count=1 -timeout 60m ./...
 
 ## unit: the tests any user can run: no root, no daemons, no containers
 unit:

@@ -1,0 +1,108 @@
+package engines
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// podmanRows are the request forms podman users type.
+var podmanRows = []gpuRow{
+	// podman 5 turns --gpus into CDI nvidia.com/gpu=<id>: NVIDIA only.
+	{name: "--gpus all", args: []string{"--gpus", "all"}, folders: nvidiaOnly},
+	{name: "--gpus 0", args: []string{"--gpus", "0"}, folders: nvidiaOnly},
+	{name: "--device nvidia.com/gpu=all", args: []string{"--device", "nvidia.com/gpu=all"}, folders: nvidiaOnly},
+	{name: "--device nvidia.com/gpu=0", args: []string{"--device", "nvidia.com/gpu=0"}, folders: nvidiaOnly},
+	{name: "--device wsl-gpu-hook.dev/gpu=nvidia", args: []string{"--device", "wsl-gpu-hook.dev/gpu=nvidia"}, folders: nvidiaOnly},
+	{name: "--device wsl-gpu-hook.dev/gpu=intel", args: []string{"--device", "wsl-gpu-hook.dev/gpu=intel"}, folders: intelOnly},
+	{name: "hooks.d annotation", args: []string{"--annotation", "wsl-gpu-hook/devices=all"}, folders: allGPUs},
+}
+
+// podmanColumn is one podman build and the OCI runtime it drives.
+type podmanColumn struct {
+	name    string
+	world   func(t *testing.T, m *matrix) world
+	runtime func(t *testing.T, m *matrix) string // --runtime
+	flags   []string                             // more global flags
+	skip    map[string]string                    // row -> why this engine cannot do it
+}
+
+func host(*testing.T, *matrix) world       { return world{name: "debian12"} }
+func trixie(_ *testing.T, m *matrix) world { return world{name: "debian13", root: m.trixie} }
+func trixieCgroup2(t *testing.T, m *matrix) world {
+	w := trixie(t, m)
+	w.cgroup2 = true
+	return w
+}
+func named(n string) func(*testing.T, *matrix) string {
+	return func(*testing.T, *matrix) string { return n }
+}
+
+var podmanColumns = []podmanColumn{
+	{
+		name: "podman 4.3 + runc 1.1 (Debian 12)", world: host, runtime: named("runc"),
+		skip: map[string]string{
+			"--gpus all": "podman 4.3 has no --gpus option (podman 5.0 adds it, as CDI nvidia.com/gpu)",
+			"--gpus 0":   "podman 4.3 has no --gpus option (podman 5.0 adds it, as CDI nvidia.com/gpu)",
+		},
+	},
+	{name: "podman 5.4 + runc 1.1 (Debian 13)", world: trixie, runtime: named("runc")},
+	{name: "podman 5.4 + crun 1.21 (Debian 13), cgroup v2 only", world: trixieCgroup2, runtime: named("crun")},
+	{name: "podman 5.4 + runc 1.5 (Go module)", world: trixie, runtime: func(t *testing.T, m *matrix) string { return filepath.Join(m.engine(t, "runc"), "runc") }},
+}
+
+// TestMatrixPodman runs every podman request form on each podman column.
+func TestMatrixPodman(t *testing.T) {
+	m := setupMatrix(t)
+	e := m.e
+	mountsBefore := hostWSLMounts(t)
+	for _, col := range podmanColumns {
+		t.Run(col.name, func(t *testing.T) {
+			w := col.world(t, m)
+			dir := t.TempDir()
+			hooksDir := filepath.Join(dir, "hooks.d")
+			if err := os.MkdirAll(hooksDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(hooksDir, "wsl-gpu-hook.json"), shippedHooksFile(t, e.hook, m.config), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			base := append([]string{"podman",
+				"--root", filepath.Join(dir, "storage"), "--runroot", "/run/podman-test",
+				"--runtime", col.runtime(t, m), "--cgroup-manager", "cgroupfs", "--events-backend", "none",
+				"--hooks-dir", hooksDir}, col.flags...)
+			if out, err := m.runIn(t, w, append(base, "version", "--format", "{{.Client.Version}}")...); err != nil {
+				t.Fatalf("podman version: %v\n%s", err, out)
+			} else {
+				t.Logf("podman %s, runtime %s", strings.TrimSpace(lastLine(out)), col.runtime(t, m))
+			}
+			for _, row := range podmanRows {
+				t.Run(row.name, func(t *testing.T) {
+					if why, ok := col.skip[row.name]; ok {
+						t.Skip(why)
+					}
+					rootfs := filepath.Join(t.TempDir(), "rootfs")
+					if out, err := exec.Command("cp", "-a", e.rootfs, rootfs).CombinedOutput(); err != nil {
+						t.Fatalf("copy rootfs: %v %s", err, out)
+					}
+					args := append(append(append([]string{}, base...), "run", "--rm", "--network", "none",
+						"--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"), row.args...)
+					args = append(args, "--rootfs", rootfs, "sh", "-c", inside)
+					out, err := m.runIn(t, w, args...)
+					if err != nil {
+						t.Fatalf("podman run: %v\n%s\nhook log:\n%s", err, out, m.hookLogTail())
+					}
+					checkRow(t, e, out, row.folders(e))
+				})
+			}
+		})
+	}
+	m.hostClean(t, mountsBefore)
+}
+
+func lastLine(s string) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	return l[len(l)-1]
+}

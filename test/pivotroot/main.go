@@ -1,0 +1,154 @@
+// Command pivotroot runs a command with another Debian release's tree as
+// its root file system, so that release's container engines run on this
+// host. It is a test tool and is never shipped.
+//
+//	pivotroot --root DIR --scratch DIR [--bind PATH]... [--cgroup2] -- CMD ARGS...
+//
+// In a private mount namespace it mounts an overlay whose lower layer is
+// DIR (a cached root, never written) and whose upper layer lives in
+// --scratch, shows the host's /dev (with a simulated /dev/dxg), /sys,
+// /usr/lib/wsl, /tmp and each --bind PATH at the same paths inside, a fresh
+// /proc and a tmpfs on /run, then pivot_root(2)s into it and execs CMD.
+// pivot_root, not chroot: an OCI hook that enters a container's mount
+// namespace gets that namespace's root, which under chroot would still be
+// the host's. --cgroup2 replaces /sys/fs/cgroup with a cgroup2 mount (the
+// unified hierarchy alone), for runtimes that refuse a hybrid layout.
+//
+// Run it under dxgsim (dxgsim ... -- pivotroot ...): the seccomp filter is
+// inherited across exec and namespaces, so the engines inside stay
+// simulated.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+func init() {
+	// Mount namespace and root are per thread until exec: keep main on
+	// the thread that unshares.
+	runtime.LockOSThread()
+}
+
+type bindList []string
+
+func (b *bindList) String() string     { return strings.Join(*b, ",") }
+func (b *bindList) Set(v string) error { *b = append(*b, v); return nil }
+
+func main() {
+	var root, scratch string
+	var binds bindList
+	var cgroup2 bool
+	fs := flag.NewFlagSet("pivotroot", flag.ContinueOnError)
+	fs.StringVar(&root, "root", "", "root file system `DIR` (read, never written)")
+	fs.StringVar(&scratch, "scratch", "", "`DIR` for the overlay's upper layer")
+	fs.Var(&binds, "bind", "host `PATH` shown at the same path inside (repeatable)")
+	fs.BoolVar(&cgroup2, "cgroup2", false, "mount cgroup2 alone at /sys/fs/cgroup")
+	if err := fs.Parse(os.Args[1:]); err != nil || fs.NArg() == 0 || root == "" || scratch == "" {
+		fmt.Fprintln(os.Stderr, "usage: pivotroot --root DIR --scratch DIR [--bind PATH]... [--cgroup2] -- CMD ARGS...")
+		os.Exit(125)
+	}
+	if err := enter(root, scratch, binds, cgroup2); err != nil {
+		fmt.Fprintf(os.Stderr, "pivotroot: %v\n", err)
+		os.Exit(125)
+	}
+	path, err := exec.LookPath(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pivotroot: %v\n", err)
+		os.Exit(127)
+	}
+	err = syscall.Exec(path, fs.Args(), os.Environ())
+	fmt.Fprintf(os.Stderr, "pivotroot: exec %s: %v\n", path, err)
+	os.Exit(126)
+}
+
+func enter(root, scratch string, binds []string, cgroup2 bool) error {
+	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
+		return fmt.Errorf("unshare: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make / private: %w", err)
+	}
+	upper, work, newRoot := filepath.Join(scratch, "upper"), filepath.Join(scratch, "work"), filepath.Join(scratch, "root")
+	for _, d := range []string{upper, work, newRoot} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", root, upper, work)
+	if err := unix.Mount("overlay", newRoot, "overlay", 0, opts); err != nil {
+		return fmt.Errorf("overlay %s: %w", opts, err)
+	}
+	type m struct {
+		src, dst, fstype string
+		flags            uintptr
+	}
+	mounts := []m{
+		{"proc", "/proc", "proc", 0},
+		{"/sys", "/sys", "", unix.MS_BIND | unix.MS_REC},
+		{"/dev", "/dev", "", unix.MS_BIND | unix.MS_REC},
+		{"/tmp", "/tmp", "", unix.MS_BIND | unix.MS_REC},
+		{"tmpfs", "/run", "tmpfs", 0},
+	}
+	if _, err := os.Stat("/usr/lib/wsl"); err == nil {
+		mounts = append(mounts, m{"/usr/lib/wsl", "/usr/lib/wsl", "", unix.MS_BIND | unix.MS_REC})
+	}
+	for _, b := range binds {
+		mounts = append(mounts, m{b, b, "", unix.MS_BIND | unix.MS_REC})
+	}
+	for _, mt := range mounts {
+		dst := filepath.Join(newRoot, mt.dst)
+		if err := mkTarget(mt.src, dst); err != nil {
+			return err
+		}
+		if err := unix.Mount(mt.src, dst, mt.fstype, mt.flags, ""); err != nil {
+			return fmt.Errorf("mount %s on %s: %w", mt.src, dst, err)
+		}
+	}
+	if cgroup2 {
+		cg := filepath.Join(newRoot, "sys/fs/cgroup")
+		// Detach the bound v1 hierarchies, then mount the unified one.
+		if err := unix.Unmount(cg, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmount %s: %w", cg, err)
+		}
+		if err := unix.Mount("cgroup2", cg, "cgroup2", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return fmt.Errorf("mount cgroup2 on %s: %w", cg, err)
+		}
+	}
+	// runc's way: pivot_root(".", ".") stacks the old root on the new one;
+	// detaching it leaves the new root alone, with no directory for it.
+	if err := unix.Chdir(newRoot); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root %s: %w", newRoot, err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach the old root: %w", err)
+	}
+	return unix.Chdir("/")
+}
+
+// mkTarget makes dst a directory, or an empty file when src is not one.
+func mkTarget(src, dst string) error {
+	if fi, err := os.Stat(src); err == nil && !fi.IsDir() {
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(dst, os.O_CREATE|os.O_RDONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	}
+	return os.MkdirAll(dst, 0o755)
+}
