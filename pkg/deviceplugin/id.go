@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 )
@@ -71,9 +72,9 @@ func replicaID(id string, r, replicas int) string {
 
 // CDI kinds of the spec `wsl-gpu-hook cdi` writes.
 const (
-	CDIKindNVIDIA  = "nvidia.com/gpu"
-	CDIKindAMD     = "amd.com/gpu"
-	CDIKindGeneric = "wsl-gpu-hook.dev/gpu"
+	CDIKindNVIDIA  = cdispec.NVIDIAKind
+	CDIKindAMD     = cdispec.AMDKind
+	CDIKindGeneric = cdispec.Kind
 )
 
 // CDIName is the fully qualified CDI device name of an adapter: for NVIDIA
