@@ -109,11 +109,7 @@ func TestMatrixDocker(t *testing.T) {
 // runtime in daemon.json, and imports the test image as wslgpu-test.
 func (m *matrix) startDockerIn(t *testing.T, w world) (docker func(args ...string) (string, error), stop func()) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "wgm-docker-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := shortTemp(t, "wgm-docker-")
 	sock := filepath.Join(dir, "docker.sock")
 	daemonJSON := filepath.Join(dir, "daemon.json")
 	// Docker 25 to 28.1 need the cdi feature for --device vendor.com/class=name
@@ -137,7 +133,7 @@ func (m *matrix) startDockerIn(t *testing.T, w world) (docker func(args ...strin
 	docker = func(args ...string) (string, error) {
 		return d.exec(t, "", append([]string{"docker", "-H", "unix://" + sock}, args...)...)
 	}
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute) // slow on a loaded 2-core machine
 	for {
 		if _, err := docker("version"); err == nil {
 			break

@@ -161,7 +161,8 @@ func (m *matrix) command(t *testing.T, w world, report string, extraEnv []string
 	a = append(a, "--")
 	env := []string{"WSL_GPU_HOOK_CONFIG=" + m.config, "CDI_DIR=" + m.specs, "IN_ROOT="}
 	if w.root != "" {
-		a = append(a, m.pivot, "--root", w.root, "--scratch", t.TempDir(), "--bind", filepath.Join(engineCache(), "engines"))
+		scratch := shortTemp(t, "wgm-root-")
+		a = append(a, m.pivot, "--root", w.root, "--scratch", scratch, "--bind", filepath.Join(engineCache(), "engines"))
 		if w.cgroup2 {
 			a = append(a, "--cgroup2")
 		}
@@ -301,4 +302,17 @@ func checkRow(t *testing.T, e *env, out string, folders []string) {
 func (m *matrix) hookLogTail() string {
 	log, _ := os.ReadFile(m.log)
 	return tail(string(log), 4)
+}
+
+// shortTemp is a scratch dir removed after the test. Not t.TempDir: a
+// subtest's name may hold commas, which overlay mount options cannot
+// carry, and daemons' socket paths must stay short.
+func shortTemp(t *testing.T, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
