@@ -91,12 +91,21 @@ func TestMatrixDocker(t *testing.T) {
 					if f, ok := col.folders[row.name]; ok {
 						folders = f
 					}
-					args := append(append([]string{"run", "--rm", "--network", "none"}, row.args...), "wslgpu-test", "sh", "-c", inside)
+					// The legacy --gpus path sets NVIDIA_VISIBLE_DEVICES; the
+					// CDI one does not: which one ran is checked, as Docker
+					// falls back to the legacy hook when CDI injection fails.
+					script := `echo "nvd=${NVIDIA_VISIBLE_DEVICES-unset}"; ` + inside
+					args := append(append([]string{"run", "--rm", "--network", "none"}, row.args...), "wslgpu-test", "sh", "-c", script)
 					out, err := docker(args...)
 					if err != nil {
 						t.Fatalf("docker run: %v\n%s\nhook log:\n%s", err, out, m.hookLogTail())
 					}
 					checkRow(t, e, out, folders(e))
+					if row.args[0] == "--gpus" {
+						if cdi := strings.Contains(out, "nvd=unset"); cdi != col.cdiHook {
+							t.Errorf("--gpus went through CDI = %v, want %v:\n%s", cdi, col.cdiHook, out)
+						}
+					}
 				})
 			}
 		})
