@@ -57,9 +57,10 @@ var podmanColumns = []podmanColumn{
 		// on v2). Shown only the unified hierarchy, crun puts the container
 		// in a v2 cgroup with an eBPF device program, which the hooks.d
 		// row's hook must widen for /dev/dxg. That hierarchy has no pids
-		// controller here (it is bound to v1): no pids limit.
+		// controller here (it is bound to v1): no pids limit. The host cgroup
+		// namespace shows the container its v2 cgroup path.
 		name: "podman 5.4 + crun 1.21 (Debian 13), cgroup v2 only", world: trixieCgroup2, runtime: named("crun"),
-		runArgs: []string{"--pids-limit", "0"}, cgroup: "0::/libpod_parent/libpod-",
+		runArgs: []string{"--pids-limit", "0", "--cgroupns", "host"}, cgroup: "0::/libpod_parent/libpod-",
 	},
 	{name: "podman 5.4 + runc 1.5 (Go module)", world: trixie, runtime: func(t *testing.T, m *matrix) string { return filepath.Join(m.engine(t, "runc"), "runc") }},
 }
