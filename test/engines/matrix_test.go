@@ -313,6 +313,15 @@ func shortTemp(t *testing.T, prefix string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		// conmon's `podman container cleanup` may still hold the mount
+		// namespace where podman made its storage dir a mount point.
+		for i := 0; os.RemoveAll(dir) != nil && i < 60; i++ {
+			time.Sleep(500 * time.Millisecond)
+		}
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("cannot remove %s", dir)
+		}
+	})
 	return dir
 }
