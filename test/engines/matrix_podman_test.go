@@ -25,21 +25,9 @@ type podmanColumn struct {
 	name    string
 	world   func(t *testing.T, m *matrix) world
 	runtime func(t *testing.T, m *matrix) string // --runtime
-	flags   []string                             // more global flags
 	runArgs []string                             // more podman run flags
 	cgroup  string                               // the container's /proc/self/cgroup must hold this
 	skip    map[string]string                    // row -> why this engine cannot do it
-}
-
-func host(*testing.T, *matrix) world       { return world{name: "debian12"} }
-func trixie(_ *testing.T, m *matrix) world { return world{name: "debian13", root: m.trixie} }
-func trixieCgroup2(t *testing.T, m *matrix) world {
-	w := trixie(t, m)
-	w.cgroup2 = true
-	return w
-}
-func named(n string) func(*testing.T, *matrix) string {
-	return func(*testing.T, *matrix) string { return n }
 }
 
 var podmanColumns = []podmanColumn{
@@ -81,11 +69,11 @@ func TestMatrixPodman(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(hooksDir, "wsl-gpu-hook.json"), shippedHooksFile(t, e.hook, m.config), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			base := append([]string{"podman",
+			base := []string{"podman",
 				"--root", filepath.Join(dir, "storage"), "--runroot", "/run/podman-test",
 				"--runtime", col.runtime(t, m), "--cgroup-manager", "cgroupfs", "--events-backend", "none",
-				"--hooks-dir", hooksDir}, col.flags...)
-			if out, err := m.runIn(t, w, append(base, "version", "--format", "{{.Client.Version}}")...); err != nil {
+				"--hooks-dir", hooksDir}
+			if out, err := m.runIn(t, w, append(append([]string{}, base...), "version", "--format", "{{.Client.Version}}")...); err != nil {
 				t.Fatalf("podman version: %v\n%s", err, out)
 			} else {
 				t.Logf("podman %s, runtime %s", strings.TrimSpace(lastLine(out)), col.runtime(t, m))

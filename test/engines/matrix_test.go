@@ -2,6 +2,7 @@ package engines
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -30,6 +31,21 @@ type world struct {
 	// cgroup2 shows the root only the unified cgroup hierarchy: crun
 	// refuses this host's hybrid layout (v1 controllers, hugetlb on v2).
 	cgroup2 bool
+}
+
+// The worlds: this host, the Debian 13 root, that root with only the
+// unified cgroup hierarchy.
+func host(*testing.T, *matrix) world       { return world{name: "debian12"} }
+func trixie(_ *testing.T, m *matrix) world { return world{name: "debian13", root: m.trixie} }
+func trixieCgroup2(t *testing.T, m *matrix) world {
+	w := trixie(t, m)
+	w.cgroup2 = true
+	return w
+}
+
+// named is a column setting that does not depend on the run.
+func named(n string) func(*testing.T, *matrix) string {
+	return func(*testing.T, *matrix) string { return n }
 }
 
 // matrix is what every matrix test shares, built once.
@@ -111,10 +127,16 @@ func buildMatrix(e *env) (*matrix, error) {
 }
 
 func stderrOf(err error) string {
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		return string(ee.Stderr)
 	}
 	return ""
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
 
 // generateSpecs writes the CDI specs for the simulated host with the hook
@@ -162,7 +184,10 @@ func (m *matrix) command(t *testing.T, w world, report string, extraEnv []string
 	env := []string{"WSL_GPU_HOOK_CONFIG=" + m.config, "CDI_DIR=" + m.specs, "IN_ROOT="}
 	if w.root != "" {
 		scratch := shortTemp(t, "wgm-root-")
-		a = append(a, m.pivot, "--root", w.root, "--scratch", scratch, "--bind", filepath.Join(engineCache(), "engines"))
+		a = append(a, m.pivot, "--root", w.root, "--scratch", scratch)
+		if engines := filepath.Join(engineCache(), "engines"); isDir(engines) {
+			a = append(a, "--bind", engines)
+		}
 		if w.cgroup2 {
 			a = append(a, "--cgroup2")
 		}
