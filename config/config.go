@@ -18,10 +18,30 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
 // DefaultPath is where the hook looks when no --config is given.
 const DefaultPath = "/etc/wsl-gpu-hook/config.toml"
+
+// Env names the configuration file for callers that cannot add arguments:
+// Docker runs the hook as "nvidia-container-runtime-hook prestart", and the
+// runtime wrapper must pass every argument to the real runtime untouched.
+const Env = "WSL_GPU_HOOK_CONFIG"
+
+// Find is the one rule for which file to read: the --config flag, else
+// $WSL_GPU_HOOK_CONFIG (getenv's answer), else DefaultPath. A file named
+// by the flag or the variable must exist; the default may be missing.
+func Find(flag string, getenv func(string) string) (path string, mustExist bool) {
+	if flag != "" {
+		return flag, true
+	}
+	if p := getenv(Env); p != "" {
+		return p, true
+	}
+	return DefaultPath, false
+}
 
 // Loader-cache methods.
 const (
@@ -64,9 +84,9 @@ type Config struct {
 // Default returns the built-in configuration, the one a real WSL host needs.
 func Default() Config {
 	return Config{
-		DxgDevice:         "/dev/dxg",
-		LibDir:            "/usr/lib/wsl/lib",
-		DriversDir:        "/usr/lib/wsl/drivers",
+		DxgDevice:         wsl.Device,
+		LibDir:            wsl.LibDir,
+		DriversDir:        wsl.DriversDir,
 		Ldcache:           LdcacheBuiltin,
 		LogFile:           "/var/log/wsl-gpu-hook.log",
 		LogLevel:          "info",

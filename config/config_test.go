@@ -139,3 +139,30 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+func TestFind(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == Env {
+				return v
+			}
+			return ""
+		}
+	}
+	tests := []struct {
+		name, flag, env, want string
+		mustExist             bool
+	}{
+		{name: "flag wins", flag: "/f.toml", env: "/e.toml", want: "/f.toml", mustExist: true},
+		{name: "then the environment", env: "/e.toml", want: "/e.toml", mustExist: true},
+		{name: "then the default, which may be missing", want: DefaultPath},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, must := Find(tt.flag, env(tt.env))
+			if got != tt.want || must != tt.mustExist {
+				t.Fatalf("Find = %q %v, want %q %v", got, must, tt.want, tt.mustExist)
+			}
+		})
+	}
+}

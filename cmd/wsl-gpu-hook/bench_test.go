@@ -22,8 +22,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
@@ -194,9 +197,8 @@ func BenchmarkPlan(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	log := logrus.NewEntry(quietLogger())
 	for b.Loop() {
-		if _, _, err := planFor(h.cfg, in, log); err != nil {
+		if _, err := planFor(h.cfg, in); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -234,10 +236,11 @@ func BenchmarkApply(b *testing.B) {
 		b.Fatal(err)
 	}
 	log := logrus.NewEntry(quietLogger())
-	plan, _, err := planFor(h.cfg, in, log)
+	p, err := planFor(h.cfg, in)
 	if err != nil {
 		b.Fatal(err)
 	}
+	plan := p.Steps
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -296,6 +299,19 @@ func BenchmarkHookRun(b *testing.B) {
 }
 
 // waitMountNS waits until pid has left our mount namespace (unshare has run).
+// planFor is the hook's way from input to plan: stat, probe, decide.
+func planFor(cfg config.Config, in *input) (gpuplan.Plan, error) {
+	node, err := devnode.Stat(cfg.DxgDevice)
+	if err != nil {
+		return gpuplan.Plan{}, err
+	}
+	host, _, err := gpuhost.Probe(node, hostOptions(cfg))
+	if err != nil {
+		return gpuplan.Plan{}, err
+	}
+	return gpuplan.Decide(gpuplan.FromSpec(in.spec, gpuplan.Prestart, in.pid, in.req, false), host)
+}
+
 func waitMountNS(b *testing.B, pid int) {
 	self, err := os.Readlink("/proc/self/ns/mnt")
 	if err != nil {

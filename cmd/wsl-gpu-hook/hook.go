@@ -1,12 +1,9 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,38 +14,17 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devcgroup"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/nsenter"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
 )
 
-// OCI hook stages the hook serves.
-const (
-	// stagePrestart and stageCreateRuntime run in the runtime's namespaces:
-	// the hook enters the container's mount namespace itself.
-	stagePrestart      = "prestart"
-	stageCreateRuntime = "createRuntime"
-	// stageCreateContainer runs already inside the container's mount
-	// namespace; device rules are then the runtime's job (CDI, wrapper).
-	stageCreateContainer = "createContainer"
-)
-
-// hookInput is everything the hook reads before it decides.
-type hookInput struct {
-	bundle string
-	pid    int
-	rootfs string
-	spec   *oci.Spec
-	req    request.Request
-	// rootless: the hook itself runs in a user namespace, a rootless
-	// engine's, as an ordinary user on the host.
-	rootless bool
-}
-
-func runHook(_ context.Context, stage string, cfg config.Config, stdin io.Reader) error {
+func runHook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader) error {
 	logger, closeLog := newLogger(cfg)
 	defer closeLog()
 	log := logger.WithField("stage", stage)
@@ -59,119 +35,73 @@ func runHook(_ context.Context, stage string, cfg config.Config, stdin io.Reader
 	return nil
 }
 
-func hook(stage string, cfg config.Config, stdin io.Reader, log *logrus.Entry) error {
+// hook is the whole OCI hook: read the container, decide, log the plan,
+// carry it out. The decisions are gpuplan's.
+func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, log *logrus.Entry) error {
 	in, err := readInput(cfg, stdin)
 	if err != nil {
 		return err
 	}
-	entry := log.WithFields(logrus.Fields{"bundle": in.bundle, "pid": in.pid})
-	if in.req.None() {
-		entry.Debugf("no GPU requested (%s): nothing to do", orUnset(in.req.Source))
+	log = log.WithFields(logrus.Fields{"bundle": in.bundle, "pid": in.pid})
+	c := gpuplan.FromSpec(in.spec, stage, in.pid, in.req, userns.RunningInUserNS())
+	if why := c.Skip(); why != "" {
+		if c.Request.None() {
+			log.Debugf("%s", why)
+		} else {
+			log.Infof("%s", why)
+		}
 		return nil
 	}
-	// When the runtime put /dev/dxg in the spec (CDI, the wrapper) the node
-	// is there already, usable in any user namespace.
-	runtimeNode := in.spec.HasDevice(mounts.ContainerDevice)
-	// A hook in a user namespace of its own is a rootless engine's: it may
-	// not touch device cgroups, and needs not, because a rootless runtime
-	// cannot set device rules either.
-	in.rootless = userns.RunningInUserNS()
-	if in.rootless {
-		entry.Infof("the hook runs in a user namespace (rootless engine): device cgroups are left alone, /dev/dxg is bound from the host")
+	if c.Rootless {
+		log.Infof("the hook runs in a user namespace (rootless engine): device cgroups are left alone, /dev/dxg is bound from the host")
 	}
-	if stage == stageCreateContainer && !in.rootless {
-		if err := allowSelf(cfg, in.spec); err != nil {
+	node, err := devnode.Stat(cfg.DxgDevice)
+	if err != nil {
+		return err
+	}
+	if c.Cgroup() == gpuplan.CgroupSelf {
+		if err := allowSelf(in.spec, node); err != nil {
 			return err
 		}
 	}
-	plan, dev, err := planFor(cfg, in, entry)
+	host, skipped, err := gpuhost.Probe(node, hostOptions(cfg))
+	for _, s := range skipped {
+		log.Warnf("skipped %v", s)
+	}
 	if err != nil {
 		return err
 	}
-	if in.spec.UserNamespace() && runtimeNode {
-		plan = withoutDevice(plan)
-	}
-	steps := make([]string, len(plan))
-	for i, s := range plan {
-		steps[i] = s.String()
-	}
-	entry.Infof("plan: %s", strings.Join(steps, "; "))
-
-	if stage != stageCreateContainer {
-		if in.pid <= 0 {
-			return fmt.Errorf("container state has no pid: run the hook as a prestart or createRuntime hook")
-		}
-		if !in.rootless {
-			if err := devcgroup.Allow(in.pid, in.spec.DeviceRules(), dev); err != nil {
-				return err
-			}
-		}
-		return nsenter.InMountNS(in.pid, func() error { return applyPlan(in.rootfs, plan, entry) })
-	}
-	return applyPlan(in.rootfs, plan, entry)
-}
-
-// withoutDevice drops the device step: the runtime made the node.
-func withoutDevice(plan []mounts.Step) []mounts.Step {
-	var out []mounts.Step
-	for _, s := range plan {
-		if s.Kind != mounts.Device {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// allowSelf grants the device to the cgroup this hook runs in: a
-// createContainer hook runs inside the container's cgroup (runc starts it
-// from the container's init), so it cannot even open /dev/dxg to enumerate
-// until the container's device rules allow it.
-func allowSelf(cfg config.Config, spec *oci.Spec) error {
-	hostDev, err := statDevice(cfg.DxgDevice)
+	plan, err := gpuplan.Decide(c, host)
 	if err != nil {
 		return err
 	}
-	dev := devcgroup.Device{Type: 'c', Major: int64(hostDev.Major), Minor: int64(hostDev.Minor)}
-	// The hook is in the container's pid namespace but sees the host's
-	// /proc: its own pid there is what /proc/self names.
-	self, err := os.Readlink("/proc/self")
-	if err != nil {
-		return fmt.Errorf("find own pid in /proc: %w", err)
+	log.Infof("request %s selects %d of %d adapters", in.req.Source, len(plan.Selected), len(host.Inventory.Adapters))
+	for _, w := range plan.Warnings {
+		log.Warnf("%v", w)
 	}
-	pid, err := strconv.Atoi(self)
-	if err != nil {
-		return fmt.Errorf("find own pid in /proc: %q", self)
+	log.Infof("plan: %s", plan)
+
+	if plan.Cgroup == gpuplan.CgroupInit {
+		if err := devcgroup.Allow(plan.Pid, in.spec.DeviceRules(), plan.Node); err != nil {
+			return err
+		}
 	}
-	if err := devcgroup.Allow(pid, spec.DeviceRules(), dev); err != nil {
-		return fmt.Errorf("%w: a createContainer hook runs in the container's device cgroup: put /dev/dxg in the container (wsl-gpu-runtime or CDI) or use the prestart stage", err)
+	if plan.EnterMountNS {
+		return nsenter.InMountNS(plan.Pid, func() error { return applyPlan(in.rootfs, plan.Steps, log) })
 	}
-	return nil
+	return applyPlan(in.rootfs, plan.Steps, log)
 }
 
-func applyPlan(rootfs string, plan []mounts.Step, log *logrus.Entry) error {
-	err := mounts.Apply(rootfs, plan, log)
-	var ro *mounts.Error
-	switch {
-	case err == nil:
-		log.Infof("GPU ready in %s", rootfs)
-		return nil
-	case errors.As(err, &ro) && errors.Is(err, unix.EROFS):
-		return fmt.Errorf("%w: the container's root filesystem is read-only before the hook ran: let the runtime make it read-only (config.json root.readonly), not the storage", err)
-	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
-		return fmt.Errorf("%w: the container's root filesystem is full: free space in the image's storage", err)
-	case errors.As(err, &ro) && ro.Op == "mkdir parent":
-		return fmt.Errorf("%w: the image has a file or a link that does not resolve inside it on this path: fix the image", err)
-	case errors.As(err, &ro) && strings.HasPrefix(ro.Op, "open_tree ") && errors.Is(err, unix.ENOENT):
-		return fmt.Errorf("%w: the host's WSL files changed while the hook ran (a Windows driver update?): run wsl --shutdown and start the container again", err)
-	case errors.As(err, &ro) && errors.Is(err, unix.ENOENT):
-		// The hook holds a handle on the parent directory; only its removal
-		// meanwhile makes a create in it fail so.
-		return fmt.Errorf("%w: a directory of the image on this path was removed while the hook worked in it: something is changing the container's root filesystem during its start: stop that and start the container again", err)
-	}
-	return err
+// input is what the hook reads before it decides.
+type input struct {
+	bundle string
+	pid    int
+	rootfs string
+	spec   *oci.Spec
+	req    request.Request
 }
 
-func readInput(cfg config.Config, stdin io.Reader) (*hookInput, error) {
+func readInput(cfg config.Config, stdin io.Reader) (*input, error) {
 	st, err := oci.ReadState(stdin)
 	if err != nil {
 		return nil, err
@@ -188,141 +118,40 @@ func readInput(cfg config.Config, stdin io.Reader) (*hookInput, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: fix the container's GPU request", err)
 	}
-	return &hookInput{bundle: st.Bundle, pid: st.Pid, rootfs: rootfs, spec: spec, req: req}, nil
+	return &input{bundle: st.Bundle, pid: st.Pid, rootfs: rootfs, spec: spec, req: req}, nil
 }
 
-// planFor enumerates the host, applies the request and computes the plan.
-func planFor(cfg config.Config, in *hookInput, log *logrus.Entry) ([]mounts.Step, devcgroup.Device, error) {
-	var dev devcgroup.Device
-	hostDev, err := statDevice(cfg.DxgDevice)
+func hostOptions(cfg config.Config) gpuhost.Options {
+	return gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir, Ldcache: cfg.Ldcache == config.LdcacheBuiltin}
+}
+
+// allowSelf grants the device to the cgroup this hook runs in: a
+// createContainer hook runs inside the container's cgroup (runc starts it
+// from the container's init), so it cannot even open /dev/dxg to enumerate
+// until the container's device rules allow it.
+func allowSelf(spec *oci.Spec, node devnode.Node) error {
+	// The hook is in the container's pid namespace but sees the host's
+	// /proc: its own pid there is what /proc/self names.
+	self, err := os.Readlink("/proc/self")
 	if err != nil {
-		return nil, dev, err
+		return fmt.Errorf("find own pid in /proc: %w", err)
 	}
-
-	dev = devcgroup.Device{Type: 'c', Major: int64(hostDev.Major), Minor: int64(hostDev.Minor)}
-
-	enum, err := dxcore.Enumerate(cfg.DxgDevice)
+	pid, err := strconv.Atoi(self)
 	if err != nil {
-		return nil, dev, err
+		return fmt.Errorf("find own pid in /proc: %q", self)
 	}
-	for _, s := range enum.Skipped {
-		log.Warnf("skipped %v", s)
+	if err := devcgroup.Allow(pid, spec.DeviceRules(), node); err != nil {
+		return fmt.Errorf("%w: a createContainer hook runs in the container's device cgroup: put /dev/dxg in the container (wsl-gpu-runtime or CDI) or use the prestart stage", err)
 	}
-	inv, err := driverstore.Build(enum.Adapters, driverstore.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir})
-	if err != nil {
-		return nil, dev, err
-	}
-	selected, err := request.Select(in.req, inv.Adapters, targets(inv.Adapters))
-	if err != nil {
-		return nil, dev, err
-	}
-	log.Infof("request %s selects %d of %d adapters", in.req.Source, len(selected), len(inv.Adapters))
-
-	var folders []string
-	var firstErr error
-	seen := map[string]bool{}
-	nvidia := false
-	for _, a := range selected {
-		if a.Err != nil {
-			// The device and lib dir still serve the others; a request
-			// for this adapter alone gets no driver files, so say why.
-			if !in.req.All && len(selected) == 1 {
-				return nil, dev, a.Err
-			}
-			log.Warnf("%v", a.Err)
-			if firstErr == nil {
-				firstErr = a.Err
-			}
-			continue
-		}
-		if !seen[a.Folder] {
-			seen[a.Folder] = true
-			folders = append(folders, a.Folder)
-		}
-		nvidia = nvidia || a.Vendor == driverstore.NVIDIA
-	}
-	// Without a single driver folder no vendor's stack can load: a
-	// container started so would only look as if it had a GPU.
-	if len(folders) == 0 && firstErr != nil {
-		return nil, dev, firstErr
-	}
-
-	pin := mounts.Inputs{
-		Device: hostDev,
-		// A node made on a /dev the container's user namespace mounted
-		// could not be opened there, and a rootless hook may not make one:
-		// bind the host's instead.
-		BindDevice: in.spec.UserNamespace() || in.rootless,
-		LibDir:     cfg.LibDir,
-		DriversDir: cfg.DriversDir,
-		Folders:    folders,
-	}
-	if nvidia {
-		pin.NvidiaSmi = nvidiaSmi(cfg, folders)
-	}
-	if pin.Ldcache, err = ldcacheEntries(cfg); err != nil {
-		return nil, dev, err
-	}
-	return mounts.Plan(pin), dev, nil
+	return nil
 }
 
-// targets returns the selector view of each adapter, numbering the NVIDIA
-// adapters among themselves as NVIDIA_VISIBLE_DEVICES counts them.
-func targets(adapters []driverstore.Adapter) func(driverstore.Adapter) request.Target {
-	nvidia := map[int]int{}
-	for _, a := range adapters {
-		if a.Vendor == driverstore.NVIDIA {
-			nvidia[a.Index] = len(nvidia)
-		}
+func applyPlan(rootfs string, plan []mounts.Step, log *logrus.Entry) error {
+	if err := mounts.Apply(rootfs, plan, log); err != nil {
+		return mounts.Advise(err)
 	}
-	return func(a driverstore.Adapter) request.Target {
-		n, ok := nvidia[a.Index]
-		if !ok {
-			n = -1
-		}
-		return request.Target{Index: a.Index, LUID: a.LUID, Vendor: string(a.Vendor), NVIDIAIndex: n}
-	}
-}
-
-// nvidiaSmi finds the nvidia-smi a container should get, as a container path:
-// WSL puts it in the lib dir; older drivers only in the driver store.
-func nvidiaSmi(cfg config.Config, folders []string) string {
-	if isExecutable(filepath.Join(cfg.LibDir, "nvidia-smi")) {
-		return path.Join(mounts.ContainerLibDir, "nvidia-smi")
-	}
-	for _, f := range folders {
-		if isExecutable(filepath.Join(cfg.DriversDir, f, "nvidia-smi")) {
-			return path.Join(mounts.ContainerDriversDir, f, "nvidia-smi")
-		}
-	}
-	return ""
-}
-
-func isExecutable(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
-}
-
-// statDevice checks the host's GPU device before anything else happens.
-func statDevice(p string) (mounts.HostDevice, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(p, &st); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return mounts.HostDevice{}, fmt.Errorf("%s does not exist: not a WSL2 VM with GPU paravirtualization: run this inside WSL2 with a current Windows GPU driver, or set dxg_device in the config", p)
-		}
-		return mounts.HostDevice{}, fmt.Errorf("stat %s: %w", p, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
-		return mounts.HostDevice{}, fmt.Errorf("%s is not a character device: point dxg_device in the config at WSL's GPU device", p)
-	}
-	return mounts.HostDevice{Path: p, Major: unix.Major(st.Rdev), Minor: unix.Minor(st.Rdev)}, nil
-}
-
-func orUnset(s string) string {
-	if s == "" {
-		return "no request variable set"
-	}
-	return s
+	log.Infof("GPU ready in %s", rootfs)
+	return nil
 }
 
 // newLogger opens the configured log file. A log that cannot be opened must
@@ -345,4 +174,16 @@ func newLogger(cfg config.Config) (*logrus.Logger, func()) {
 	}
 	log.SetOutput(f)
 	return log, func() { f.Close() }
+}
+
+// statDevice and nvidiaSmi serve cdi.go until its hook decides through
+// gpuplan too.
+func statDevice(p string) (devnode.Node, error) { return devnode.Stat(p) }
+
+func nvidiaSmi(cfg config.Config, folders []string) string {
+	inv := &driverstore.Inventory{LibDir: cfg.LibDir}
+	for _, f := range folders {
+		inv.Folders = append(inv.Folders, driverstore.Folder{Name: f, HostPath: filepath.Join(cfg.DriversDir, f), Vendor: driverstore.NVIDIA})
+	}
+	return gpuplan.NvidiaSmiLink(driverstore.FindNvidiaSmi(inv), folders)
 }

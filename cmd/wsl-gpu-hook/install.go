@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,11 +10,10 @@ import (
 	"strings"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiinstall"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/install"
 )
-
-// cdiUnit is where install cdi puts the refresh unit.
-const cdiUnit = "/etc/systemd/system/wsl-gpu-hook-cdi.service"
 
 func runInstall(cfg config.Config, args []string, stdout io.Writer, uninstall bool) error {
 	verb := "install"
@@ -26,10 +25,22 @@ func runInstall(cfg config.Config, args []string, stdout io.Writer, uninstall bo
 	dryRun := fs.Bool("dry-run", false, "print what would change, change nothing")
 	prefix := fs.String("prefix", "", "prepend to every system path (for packaging and tests)")
 	hook := fs.String("hook", "", "the installed wsl-gpu-hook binary (default: this one)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{verb + ": " + err.Error()}
+	var cdiOpts cdiFlags
+	fs.BoolVar(&cdiOpts.user, "user", false, "cdi: write the specs and a systemd --user unit for this user's rootless engines ($XDG_CONFIG_HOME/cdi)")
+	fs.StringVar(&cdiOpts.nvidia, "nvidia-kind", "", "cdi: when another spec defines nvidia.com/gpu: ours (move it aside) or skip (write only our kind)")
+	fs.StringVar(&cdiOpts.amd, "amd-kind", "", "cdi: when another spec defines amd.com/gpu: ours or skip")
+	// Flags may follow the engines too (`install cdi --nvidia-kind=ours`,
+	// as the conflict message suggests).
+	var engines []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return usageError{verb + ": " + err.Error()}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		engines, args = append(engines, fs.Arg(0)), fs.Args()[1:]
 	}
-	engines := fs.Args()
 	if len(engines) == 0 {
 		return usageError{verb + ": name an engine: docker, podman, containerd or cdi"}
 	}
@@ -59,7 +70,7 @@ func runInstall(cfg config.Config, args []string, stdout io.Writer, uninstall bo
 		case "containerd":
 			p, err = install.Containerd(o, uninstall)
 		case "cdi":
-			p, err = cdiPlan(cfg, o, uninstall)
+			p, err = cdiPlan(cfg, o, cdiOpts, uninstall, stdout)
 		default:
 			return usageError{fmt.Sprintf("%s: unknown engine %q (docker, podman, containerd, cdi)", verb, engine)}
 		}
@@ -91,48 +102,47 @@ func runInstall(cfg config.Config, args []string, stdout io.Writer, uninstall bo
 	return nil
 }
 
-// cdiPlan writes the CDI spec for this host and the unit that refreshes it
-// at every boot (a Windows driver update renames the driver store folder).
-func cdiPlan(cfg config.Config, o install.Options, uninstall bool) (*install.Plan, error) {
-	p := &install.Plan{Next: "enable the refresh at boot: systemctl enable wsl-gpu-hook-cdi; then run with --device " + "wsl-gpu-hook.dev/gpu=all"}
-	unit := strings.ReplaceAll(config.CDIRefreshUnit, "/usr/local/bin/wsl-gpu-hook", o.HookPath)
-	for _, f := range []struct {
-		path string
-		data func() ([]byte, error)
-	}{
-		{defaultCDIPath, func() ([]byte, error) {
-			spec, err := generateCDI(cfg)
-			if err != nil {
-				return nil, err
-			}
-			data, err := json.MarshalIndent(spec, "", "  ")
-			return append(data, '\n'), err
-		}},
-		{cdiUnit, func() ([]byte, error) { return []byte(unit), nil }},
-	} {
-		old, err := os.ReadFile(filepath.Join(o.Prefix, f.path))
-		if err != nil && !os.IsNotExist(err) {
-			return nil, err
-		}
-		if err != nil {
-			old = nil
-		}
-		if uninstall {
-			if old != nil {
-				p.Changes = append(p.Changes, install.Change{Path: f.path, Old: old})
-			}
+// cdiPlan plans the CDI specs for this host and the unit that refreshes
+// them, both from the same options (pkg/cdiinstall). A vendor kind another
+// producer defines stops the plan until --nvidia-kind / --amd-kind says
+// what to do; the choices are printed.
+func cdiPlan(cfg config.Config, o install.Options, c cdiFlags, uninstall bool, stdout io.Writer) (*install.Plan, error) {
+	configPath := cfg.Path()
+	if configPath == config.DefaultPath {
+		configPath = ""
+	}
+	co := cdiinstall.System(o.HookPath, configPath)
+	if c.user || os.Geteuid() != 0 {
+		co = cdiinstall.User(o.HookPath, configPath, os.Getenv("HOME"), os.Getenv("XDG_CONFIG_HOME"), os.Getenv("XDG_RUNTIME_DIR"))
+	}
+	co.Prefix = o.Prefix
+	for kind, v := range map[string]string{cdispec.NVIDIAKind: c.nvidia, cdispec.AMDKind: c.amd} {
+		if v == "" {
 			continue
 		}
-		data, err := f.data()
+		choice, err := cdiinstall.ParseChoice(v)
 		if err != nil {
+			return nil, usageError{fmt.Sprintf("install cdi: --%s-kind %v", strings.SplitN(kind, ".", 2)[0], err)}
+		}
+		co.Kinds[kind] = choice
+	}
+	var host cdiinstall.Host
+	if !uninstall {
+		var err error
+		if host, err = cdiHost(cfg); err != nil {
 			return nil, err
 		}
-		if string(old) != string(data) {
-			p.Changes = append(p.Changes, install.Change{Path: f.path, Old: old, New: data})
-		}
 	}
-	if uninstall {
-		p.Next = "disable the refresh: systemctl disable wsl-gpu-hook-cdi"
+	p, err := cdiinstall.Plan(co, host, uninstall)
+	var conflict *cdiinstall.ConflictError
+	if errors.As(err, &conflict) {
+		fmt.Fprint(stdout, conflict.Explain())
 	}
-	return p, nil
+	return p, err
+}
+
+// cdiFlags are install's flags that only `install cdi` reads.
+type cdiFlags struct {
+	user        bool
+	nvidia, amd string
 }

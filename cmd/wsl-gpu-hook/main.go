@@ -16,13 +16,12 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
 // version is set by the Makefile at link time.
 var version = "dev"
-
-// nvidiaHookName is the executable name Docker's --gpus runs.
-const nvidiaHookName = "nvidia-container-runtime-hook"
 
 func main() {
 	// Libraries (opencontainers/cgroups) log through logrus's standard
@@ -47,8 +46,10 @@ const usage = `usage:
   wsl-gpu-hook [--config FILE] prestart|createRuntime|createContainer   (OCI hook: state on stdin)
   wsl-gpu-hook [--config FILE] info [--json]                              (list GPU adapters)
   wsl-gpu-hook runtime RUNC-ARGS...                                      (OCI runtime wrapper; also as wsl-gpu-runtime)
-  wsl-gpu-hook [--config FILE] cdi generate [--output FILE]               (write a CDI spec, default /etc/cdi/wsl-gpu-hook.json)
-  wsl-gpu-hook install|uninstall [--dry-run] [--prefix DIR] docker|podman|containerd|cdi...
+  wsl-gpu-hook [--config FILE] cdi generate [--dir DIR] [--hook PATH] [--skip-kind KIND]...
+                                           (write the CDI specs, default /etc/cdi; --output FILE|- [--kind KIND] for one)
+  wsl-gpu-hook install|uninstall [--dry-run] [--prefix DIR] [--user] [--nvidia-kind=ours|skip] [--amd-kind=ours|skip]
+                                 docker|podman|containerd|cdi...
   wsl-gpu-hook version
 `
 
@@ -58,7 +59,7 @@ func (u usageError) Error() string { return u.msg }
 
 // run is the whole program; main only prints its error.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if filepath.Base(args[0]) == runtimeName {
+	if filepath.Base(args[0]) == wsl.WrapperName {
 		return runRuntime(args[1:])
 	}
 	fs := flag.NewFlagSet("wsl-gpu-hook", flag.ContinueOnError)
@@ -72,8 +73,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return usageError{"no command given"}
 	}
 	// Docker's --gpus runs "nvidia-container-runtime-hook prestart".
-	if filepath.Base(args[0]) == nvidiaHookName && len(rest) > 0 && rest[0] == "prestart" {
-		rest[0] = stagePrestart
+	if filepath.Base(args[0]) == wsl.NvidiaHookName && len(rest) > 0 && rest[0] == "prestart" {
+		rest[0] = string(gpuplan.Prestart)
 	}
 	cmd, cmdArgs := rest[0], rest[1:]
 	if cmd == "runtime" {
@@ -84,26 +85,18 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return nil
 	}
 
-	// The environment variable serves callers that cannot add arguments:
-	// Docker runs the hook as "nvidia-container-runtime-hook prestart".
-	path, explicit := *cfgPath, *cfgPath != ""
-	if !explicit {
-		path, explicit = os.Getenv(configEnv), true
-	}
-	if path == "" {
-		path, explicit = config.DefaultPath, false
-	}
-	cfg, err := config.Load(path, explicit)
+	cfg, err := config.Load(config.Find(*cfgPath, os.Getenv))
 	if err != nil {
 		return fmt.Errorf("%s: %w: fix the configuration file", cmd, err)
 	}
 
-	switch cmd {
-	case stagePrestart, stageCreateRuntime, stageCreateContainer:
+	if stage := gpuplan.Stage(cmd); stage.Valid() {
 		if len(cmdArgs) > 0 {
 			return usageError{fmt.Sprintf("%s takes no arguments", cmd)}
 		}
-		return runHook(ctx, cmd, cfg, stdin)
+		return runHook(stage, cfg, stdin)
+	}
+	switch cmd {
 	case "info":
 		return runInfo(cfg, cmdArgs, stdout)
 	case "cdi":

@@ -15,6 +15,8 @@ import (
 	devconfig "github.com/opencontainers/cgroups/devices/config"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 )
 
 // Allow lets the container whose init process has host pid pid read, write
@@ -26,8 +28,8 @@ import (
 // runtime applied its cgroup settings (prestart or createRuntime). If the pid
 // has neither a v1 devices cgroup nor a v2 device program, it changes nothing
 // and returns nil.
-func Allow(pid int, rules []specs.LinuxDeviceCgroup, dev Device) error {
-	if err := dev.validate(); err != nil {
+func Allow(pid int, rules []specs.LinuxDeviceCgroup, dev devnode.Node) error {
+	if err := validate(dev); err != nil {
 		return err
 	}
 	target, err := targetRules(rules, dev)
@@ -92,7 +94,7 @@ func Allow(pid int, rules []specs.LinuxDeviceCgroup, dev Device) error {
 
 // allowV1 appends an rwm rule for dev to the cgroup's devices.allow. The
 // kernel refuses it (EPERM) unless the parent cgroup allows the device.
-func allowV1(loc location, dev Device) error {
+func allowV1(loc location, dev devnode.Node) error {
 	dirFd, err := openCgroupDir(loc, unix.CGROUP_SUPER_MAGIC, unix.O_PATH)
 	if err != nil {
 		return err

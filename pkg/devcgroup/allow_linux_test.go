@@ -19,6 +19,8 @@ import (
 	devconfig "github.com/opencontainers/cgroups/devices/config"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 )
 
 // Environment of the probe helper process, see TestProbeHelper.
@@ -210,7 +212,7 @@ func TestAllowV1(t *testing.T) {
 	wantOpen(t, "before Allow", probe(t, []string{cg}, nodes["null"], nodes["fuse"]),
 		map[string]unix.Errno{nodes["null"]: 0, nodes["fuse"]: unix.EPERM})
 
-	if err := Allow(pid, nil, Device{Type: 'c', Major: 10, Minor: 229}); err != nil {
+	if err := Allow(pid, nil, devnode.Node{Major: 10, Minor: 229}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -234,7 +236,7 @@ func TestAllowV1ParentDenies(t *testing.T) {
 	cg := testCgroup(t, parent) // inherits the empty allow list
 	pid := holder(t, cg)
 
-	err := Allow(pid, nil, Device{Type: 'c', Major: 10, Minor: 229})
+	err := Allow(pid, nil, devnode.Node{Major: 10, Minor: 229})
 	want := fmt.Sprintf(`write "c 10:229 rwm" to %q: operation not permitted: the hook must run as root in the host's user and cgroup namespaces, and the parent cgroup must allow the device (rootless containers: use CDI or --device /dev/dxg instead)`,
 		filepath.Join(cg, "devices.allow"))
 	if err == nil || err.Error() != want {
@@ -306,7 +308,7 @@ func TestAllowV2ReplacesProgram(t *testing.T) {
 		nodes["null"]: 0, nodes["zero"]: 0, nodes["kmsg"]: unix.EPERM, nodes["fuse"]: unix.EPERM,
 	})
 
-	if err := Allow(pid, spec, Device{Type: 'c', Major: 10, Minor: 229}); err != nil {
+	if err := Allow(pid, spec, devnode.Node{Major: 10, Minor: 229}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -323,7 +325,7 @@ func TestAllowV2WithoutProgramChangesNothing(t *testing.T) {
 	requireRoot(t)
 	cg := testCgroup(t, hierarchyRoot(t, true))
 	pid := holder(t, cg)
-	if err := Allow(pid, specRulesOnlyNull(), Device{Type: 'c', Major: 10, Minor: 229}); err != nil {
+	if err := Allow(pid, specRulesOnlyNull(), devnode.Node{Major: 10, Minor: 229}); err != nil {
 		t.Fatal(err)
 	}
 	if ids := programIDs(t, cg); len(ids) != 0 {
@@ -336,26 +338,26 @@ func TestAllowErrors(t *testing.T) {
 		name    string
 		pid     int
 		rules   []specs.LinuxDeviceCgroup
-		dev     Device
+		dev     devnode.Node
 		wantErr string
 	}{
 		{
 			name:    "bad device",
 			pid:     os.Getpid(),
-			dev:     Device{Type: 'x', Major: 10, Minor: 229},
-			wantErr: "device x 10:229: type must be 'c' or 'b'",
+			dev:     devnode.Node{Major: 10, Minor: 1 << 20},
+			wantErr: "device c 10:1048576: major must be in [0, 4095] and minor in [0, 1048575]",
 		},
 		{
 			name:    "bad spec rule",
 			pid:     os.Getpid(),
 			rules:   []specs.LinuxDeviceCgroup{{Allow: true, Type: "z", Access: "rwm"}},
-			dev:     Device{Type: 'c', Major: 10, Minor: 229},
+			dev:     devnode.Node{Major: 10, Minor: 229},
 			wantErr: `device rules of the bundle's config.json: linux.resources.devices[0]: type "z": want "a", "b" or "c"`,
 		},
 		{
 			name:    "no such process",
 			pid:     1 << 30, // above pid_max's limit of 2^22
-			dev:     Device{Type: 'c', Major: 10, Minor: 229},
+			dev:     devnode.Node{Major: 10, Minor: 229},
 			wantErr: `open "/proc/1073741824/cgroup": open /proc/1073741824/cgroup: no such file or directory: is pid 1073741824 (the container's init) still running?`,
 		},
 	}

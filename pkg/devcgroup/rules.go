@@ -7,13 +7,15 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	devconfig "github.com/opencontainers/cgroups/devices/config"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 )
 
 // targetRules is the rule list the runtime applied for a container whose
 // bundle has the given linux.resources.devices, followed by an rwm allow rule
 // for dev. Converting the spec rules follows runc's specconv: no type means
 // all types, no major or minor means any, an empty access is invalid.
-func targetRules(spec []specs.LinuxDeviceCgroup, dev Device) ([]*devconfig.Rule, error) {
+func targetRules(spec []specs.LinuxDeviceCgroup, dev devnode.Node) ([]*devconfig.Rule, error) {
 	rules := make([]*devconfig.Rule, 0, len(spec)+len(runtimeDefaults())+1)
 	var errs []error
 	for i, s := range spec {
@@ -29,7 +31,7 @@ func targetRules(spec []specs.LinuxDeviceCgroup, dev Device) ([]*devconfig.Rule,
 	}
 	rules = append(rules, runtimeDefaults()...)
 	rules = append(rules, &devconfig.Rule{
-		Type: devconfig.Type(dev.Type), Major: dev.Major, Minor: dev.Minor,
+		Type: devconfig.CharDevice, Major: int64(dev.Major), Minor: int64(dev.Minor),
 		Permissions: "rwm", Allow: true,
 	})
 	return rules, nil

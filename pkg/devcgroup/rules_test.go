@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 )
 
 func TestTargetRules(t *testing.T) {
@@ -15,7 +17,7 @@ func TestTargetRules(t *testing.T) {
 		"allow c 5:0 rwm", "allow c 1:5 rwm", "allow c 1:9 rwm", "allow c 136:* rwm", "allow c 5:2 rwm",
 		"allow c 10:200 rwm",
 	}
-	dxg := Device{Type: 'c', Major: 10, Minor: 63}
+	dxg := devnode.Node{Major: 10, Minor: 63}
 	tests := []struct {
 		name    string
 		spec    []specs.LinuxDeviceCgroup
@@ -84,18 +86,17 @@ func TestTargetRules(t *testing.T) {
 
 func TestDeviceValidate(t *testing.T) {
 	tests := []struct {
-		dev     Device
+		dev     devnode.Node
 		wantErr string
 	}{
-		{dev: Device{Type: 'c', Major: 10, Minor: 63}},
-		{dev: Device{Type: 'b', Major: 4095, Minor: 1<<20 - 1}},
-		{dev: Device{Type: 'a', Major: 1, Minor: 3}, wantErr: "device a 1:3: type must be 'c' or 'b'"},
-		{dev: Device{Type: 'c', Major: -1, Minor: 3}, wantErr: "device c -1:3: major must be in [0, 4095] and minor in [0, 1048575]"},
-		{dev: Device{Type: 'c', Major: 1, Minor: 1 << 20}, wantErr: "device c 1:1048576: major must be in [0, 4095] and minor in [0, 1048575]"},
+		{dev: devnode.Node{Major: 10, Minor: 63}},
+		{dev: devnode.Node{Major: 4095, Minor: 1<<20 - 1}},
+		{dev: devnode.Node{Major: 4096, Minor: 3}, wantErr: "device c 4096:3: major must be in [0, 4095] and minor in [0, 1048575]"},
+		{dev: devnode.Node{Major: 1, Minor: 1 << 20}, wantErr: "device c 1:1048576: major must be in [0, 4095] and minor in [0, 1048575]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.dev.String(), func(t *testing.T) {
-			err := tt.dev.validate()
+			err := validate(tt.dev)
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)

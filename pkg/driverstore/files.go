@@ -130,3 +130,34 @@ func isPIE(ef *elf.File, soname string) bool {
 	}
 	return false
 }
+
+// NvidiaSmi says where the host has an executable nvidia-smi.
+type NvidiaSmi struct {
+	// InLibDir: in the lib dir, where current WSL drivers put it.
+	InLibDir bool
+	// Folders are the NVIDIA driver store folders holding one (older
+	// drivers), by their Inventory name; only looked at when the lib dir
+	// has none.
+	Folders []string
+}
+
+// FindNvidiaSmi looks for nvidia-smi in the lib dir, and when it is not
+// there in inv's NVIDIA folders. It costs one stat on a current host.
+func FindNvidiaSmi(inv *Inventory) NvidiaSmi {
+	var n NvidiaSmi
+	if isExecutable(filepath.Join(inv.LibDir, "nvidia-smi")) {
+		n.InLibDir = true
+		return n
+	}
+	for _, f := range inv.Folders {
+		if f.Vendor == NVIDIA && isExecutable(filepath.Join(f.HostPath, "nvidia-smi")) {
+			n.Folders = append(n.Folders, f.Name)
+		}
+	}
+	return n
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}

@@ -7,7 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
 )
 
 // Apply carries out p under o.Prefix, in order. Before each step it checks
@@ -56,12 +57,12 @@ func applyChange(o Options, c Change) (func() error, error) {
 	if (cur == nil) != (c.Old == nil) || !bytes.Equal(cur, c.Old) {
 		return nil, fmt.Errorf("%s changed since it was planned: run the command again", c.Path)
 	}
-	mode, owner := fs.FileMode(0o644), fileOwner{-1, -1}
+	mode, owner := fs.FileMode(0o644), atomicfile.Keep
 	if fi, err := os.Stat(full); err == nil {
-		mode, owner = fi.Mode().Perm(), ownerOf(fi)
+		mode, owner = fi.Mode().Perm(), atomicfile.OwnerOf(fi)
 	}
 	if c.Old != nil {
-		if err := writeAtomic(o.path(c.Backup()), c.Old, mode, owner); err != nil {
+		if err := atomicfile.Write(o.path(c.Backup()), c.Old, mode, owner); err != nil {
 			return nil, fmt.Errorf("back up %s: %w", c.Path, err)
 		}
 	}
@@ -69,12 +70,12 @@ func applyChange(o Options, c Change) (func() error, error) {
 		if c.Old == nil {
 			return removeFile(full)
 		}
-		return writeAtomic(full, c.Old, mode, owner)
+		return atomicfile.Write(full, c.Old, mode, owner)
 	}
 	if c.Remove || c.New == nil {
 		return restore, removeFile(full)
 	}
-	if err := writeAtomic(full, c.New, mode, owner); err != nil {
+	if err := atomicfile.Write(full, c.New, mode, owner); err != nil {
 		return nil, fmt.Errorf("write %s: %w", c.Path, err)
 	}
 	return restore, nil
@@ -122,61 +123,6 @@ func symlinkAtomic(target, full string) error {
 func removeFile(full string) error {
 	if err := os.Remove(full); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
-	}
-	return nil
-}
-
-// fileOwner is a file's uid and gid; -1 leaves the new file's as created.
-type fileOwner struct{ uid, gid int }
-
-func ownerOf(fi fs.FileInfo) fileOwner {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return fileOwner{int(st.Uid), int(st.Gid)}
-	}
-	return fileOwner{-1, -1}
-}
-
-// writeAtomic replaces full with data: a temporary file in the same
-// directory, synced, renamed over it, and the directory synced, so a crash
-// leaves the old file or the new one, never a mix.
-func writeAtomic(full string, data []byte, mode fs.FileMode, owner fileOwner) (err error) {
-	dir := filepath.Dir(full)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(full)+".wsl-gpu-hook-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		return err
-	}
-	if (owner.uid >= 0 && owner.uid != os.Getuid()) || (owner.gid >= 0 && owner.gid != os.Getgid()) {
-		if err := f.Chown(owner.uid, owner.gid); err != nil {
-			return err
-		}
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), full); err != nil {
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync() // best effort: the rename is done either way
-		d.Close()
 	}
 	return nil
 }

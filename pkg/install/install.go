@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
 // Options says where the binary is and which tree to work in.
@@ -122,9 +124,9 @@ func (c Change) String() string {
 const (
 	backupSuffix = ".wsl-gpu-hook.bak"
 
-	runtimeName   = "wsl-gpu"                       // Docker runtime and containerd handler name
-	wrapperName   = "wsl-gpu-runtime"               // the binary as an OCI runtime
-	nvidiaHook    = "nvidia-container-runtime-hook" // the name Docker's --gpus runs
+	runtimeName   = wsl.RuntimeName    // Docker runtime and containerd handler name
+	wrapperName   = wsl.WrapperName    // the binary as an OCI runtime
+	nvidiaHook    = wsl.NvidiaHookName // the name Docker's --gpus runs
 	daemonJSON    = "/etc/docker/daemon.json"
 	hooksDFile    = "/usr/share/containers/oci/hooks.d/wsl-gpu-hook.json"
 	hooksDAdmin   = "/etc/containers/oci/hooks.d/wsl-gpu-hook.json"

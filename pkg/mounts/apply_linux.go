@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
 // glibcLoader is where every x86_64 glibc image keeps its dynamic loader
@@ -24,19 +25,6 @@ const glibcLoader = "/lib64/ld-linux-x86-64.so.2"
 // maxCacheSize bounds the image's ld.so.cache the hook reads; a Debian
 // cache is ~20 KiB, a large distro's a few MiB.
 const maxCacheSize = 64 << 20
-
-// Error is a failed step, with what was being done and where.
-type Error struct {
-	Step Step
-	Op   string
-	Err  error
-}
-
-func (e *Error) Error() string {
-	return fmt.Sprintf("%s %s: %s: %v", e.Step.Kind, e.Step.Target, e.Op, e.Err)
-}
-
-func (e *Error) Unwrap() error { return e.Err }
 
 // Apply carries out steps inside the root filesystem at rootfs. It must run
 // in the container's mount namespace (see nsenter). On error everything it
@@ -55,6 +43,9 @@ func Apply(rootfs string, steps []Step, log logrus.FieldLogger) (err error) {
 		}
 		for _, d := range a.dirs {
 			d.Close()
+		}
+		for _, fd := range a.fds {
+			unix.Close(fd)
 		}
 	}()
 	glibc := a.exists(glibcLoader)
@@ -80,6 +71,8 @@ type applier struct {
 	// path: each is resolved in the rootfs once per Apply, and later steps
 	// use the same directory even if the image swaps a link meanwhile.
 	dirs map[string]*os.File
+	// fds are the descriptors the undo actions use.
+	fds []int
 }
 
 func (a *applier) rollback() {
@@ -101,7 +94,7 @@ func (a *applier) exists(unsafePath string) bool {
 
 func (a *applier) apply(s Step) error {
 	var err error
-	var op string
+	var op Op
 	switch s.Kind {
 	case Device:
 		op, err = a.device(s)
@@ -124,10 +117,10 @@ func (a *applier) apply(s Step) error {
 	case Symlink:
 		op, err = a.symlink(s)
 	default:
-		op, err = "plan", fmt.Errorf("unknown step kind %q", s.Kind)
+		op, err = OpPlan, fmt.Errorf("unknown step kind %q", s.Kind)
 	}
 	if err != nil {
-		return &Error{Step: s, Op: op, Err: err}
+		return newError(s, op, err)
 	}
 	return nil
 }
@@ -136,7 +129,7 @@ func (a *applier) apply(s Step) error {
 // these paths (a symlink, a file) is replaced by a real directory, as a
 // mount point is; paths outside them are the image's and are followed,
 // confined to the rootfs.
-var wslDirs = []string{"/usr/lib/wsl", ContainerDriversDir}
+var wslDirs = []string{wsl.Dir, ContainerDriversDir}
 
 // parent returns a handle on the directory that holds target, creating the
 // directories on the way, all confined to the rootfs. The handle belongs to
@@ -197,28 +190,28 @@ func lstatAt(dir *os.File, base string) (*unix.Stat_t, error) {
 	return &st, nil
 }
 
-func (a *applier) device(s Step) (string, error) {
+func (a *applier) device(s Step) (Op, error) {
 	dir, base, err := a.parent(s.Target)
 	if err != nil {
-		return "mkdir parent", err
+		return OpResolveParent, err
 	}
 	dev := unix.Mkdev(s.Major, s.Minor)
 	switch st, err := lstatAt(dir, base); {
 	case errors.Is(err, unix.ENOENT):
 	case err != nil:
-		return "stat", err
+		return OpStat, err
 	case st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == dev:
 		// The runtime (or CDI) already made the right node; make sure anyone
 		// in the container can open it, as on a WSL host.
-		return "chmod", unix.Fchmodat(int(dir.Fd()), base, 0o666, 0)
+		return OpChmod, unix.Fchmodat(int(dir.Fd()), base, 0o666, 0)
 	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
-		return "replace", fmt.Errorf("the image has a directory at %s: remove it from the image", s.Target)
+		return OpReplace, fmt.Errorf("the image has a directory at %s: remove it from the image", s.Target)
 	default:
 		// A regular file, a symlink or a node with other numbers: an image
 		// cannot choose what the container's /dev/dxg is.
 		a.log.Warnf("replace %s in the image (mode %o) with the GPU device node", s.Target, st.Mode)
 		if err := unix.Unlinkat(int(dir.Fd()), base, 0); err != nil {
-			return "remove existing", err
+			return OpRemoveExisting, err
 		}
 	}
 	if s.BindNode {
@@ -226,17 +219,17 @@ func (a *applier) device(s Step) (string, error) {
 	}
 	if err := unix.Mknodat(int(dir.Fd()), base, unix.S_IFCHR|0o666, int(dev)); err != nil {
 		if !errors.Is(err, unix.EPERM) {
-			return "mknod", err
+			return OpMknod, err
 		}
 		// Not allowed to mknod after all (a user namespace the caller did
 		// not know of): bind the host node.
 		return a.bindDevice(dir, base, s)
 	}
 	a.onUndo(dir, base, 0)
-	return "chmod", unix.Fchmodat(int(dir.Fd()), base, 0o666, 0)
+	return OpChmod, unix.Fchmodat(int(dir.Fd()), base, 0o666, 0)
 }
 
-func (a *applier) bindDevice(dir *os.File, base string, s Step) (string, error) {
+func (a *applier) bindDevice(dir *os.File, base string, s Step) (Op, error) {
 	fd, err := createFile(dir, base)
 	if errors.Is(err, unix.EOVERFLOW) {
 		// The container's user namespace mounted its /dev and does not map
@@ -245,13 +238,13 @@ func (a *applier) bindDevice(dir *os.File, base string, s Step) (string, error) 
 		fd, err = createAsOwner(dir, base)
 	}
 	if err != nil {
-		return "create mount point", err
+		return OpCreateMountPoint, err
 	}
 	unix.Close(fd)
 	a.onUndo(dir, base, 0)
 	target, err := openNoFollow(dir, base, 0)
 	if err != nil {
-		return "open mount point", err
+		return OpOpenMountPoint, err
 	}
 	defer target.Close()
 	return a.mountOnto(s.Source, target, 0)
@@ -277,35 +270,35 @@ func createAsOwner(dir *os.File, base string) (int, error) {
 	return createFile(dir, base)
 }
 
-func (a *applier) bind(s Step) (string, error) {
+func (a *applier) bind(s Step) (Op, error) {
 	dir, base, err := a.parent(s.Target)
 	if err != nil {
-		return "mkdir parent", err
+		return OpResolveParent, err
 	}
 	switch st, err := lstatAt(dir, base); {
 	case errors.Is(err, unix.ENOENT):
 		// EEXIST: another hook sharing this rootfs made it meanwhile;
 		// the O_DIRECTORY|O_NOFOLLOW open below checks what it is.
 		if err := unix.Mkdirat(int(dir.Fd()), base, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
-			return "mkdir", err
+			return OpMkdir, err
 		}
 	case err != nil:
-		return "stat", err
+		return OpStat, err
 	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
 		// An image folder at a WSL path is hidden by the host's, as a
 		// WSL host itself would.
 	default:
 		a.log.Warnf("replace %s in the image (mode %o) with a mount point", s.Target, st.Mode)
 		if err := unix.Unlinkat(int(dir.Fd()), base, 0); err != nil {
-			return "remove existing", err
+			return OpRemoveExisting, err
 		}
 		if err := unix.Mkdirat(int(dir.Fd()), base, 0o755); err != nil {
-			return "mkdir", err
+			return OpMkdir, err
 		}
 	}
 	target, err := openNoFollow(dir, base, unix.O_DIRECTORY)
 	if err != nil {
-		return "open mount point", err
+		return OpOpenMountPoint, err
 	}
 	defer target.Close()
 	return a.mountOnto(s.Source, target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
@@ -323,29 +316,28 @@ func openNoFollow(dir *os.File, base string, flags int) (*os.File, error) {
 // attributes while nobody can see it, and attaches it onto the O_PATH handle
 // target: the mount never exists writable and never lands anywhere but the
 // directory the handle names, even if the image swaps symlinks meanwhile.
-func (a *applier) mountOnto(source string, target *os.File, attrs uint64) (string, error) {
+func (a *applier) mountOnto(source string, target *os.File, attrs uint64) (Op, error) {
 	tree, err := unix.OpenTree(unix.AT_FDCWD, source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
-		return "open_tree " + source, err
+		return OpOpenTree, err
 	}
 	defer unix.Close(tree)
 	if attrs != 0 {
 		attr := &unix.MountAttr{Attr_set: attrs}
 		if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, attr); err != nil {
-			return "mount_setattr", err
+			return OpSetattr, err
 		}
 	}
 	if err := unix.MoveMount(tree, "", int(target.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-		return "move_mount", err
+		return OpMoveMount, err
 	}
 	// The attached mount is the tree handle itself: detaching it through
 	// that handle undoes exactly this mount and nothing the image placed.
-	undoFD, err := unix.Dup(tree)
+	undoFD, err := a.dup(tree)
 	if err != nil {
-		return "dup", err
+		return OpDup, err
 	}
 	a.undo = append(a.undo, func() error {
-		defer unix.Close(undoFD)
 		p := "/proc/thread-self/fd/" + strconv.Itoa(undoFD)
 		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil {
 			return fmt.Errorf("unmount %s: %w", source, err)
@@ -355,14 +347,24 @@ func (a *applier) mountOnto(source string, target *os.File, attrs uint64) (strin
 	return "", nil
 }
 
+// dup keeps a copy of fd for an undo action. The copies are closed when
+// Apply returns, whether the undo actions ran or not.
+func (a *applier) dup(fd int) (int, error) {
+	d, err := unix.Dup(fd)
+	if err != nil {
+		return -1, err
+	}
+	a.fds = append(a.fds, d)
+	return d, nil
+}
+
 // onUndo removes base from dir when the apply fails later.
 func (a *applier) onUndo(dir *os.File, base string, flags int) {
-	fd, err := unix.Dup(int(dir.Fd()))
+	fd, err := a.dup(int(dir.Fd()))
 	if err != nil {
 		return
 	}
 	a.undo = append(a.undo, func() error {
-		defer unix.Close(fd)
 		return unix.Unlinkat(fd, base, flags)
 	})
 }
@@ -371,25 +373,25 @@ func (a *applier) onUndo(dir *os.File, base string, flags int) {
 // content (nil when absent), atomically through a temporary file in the same
 // directory, so the image never sees a half-written loader cache. A symlink
 // at target is replaced, never followed.
-func (a *applier) writeFile(target string, content func(old []byte) ([]byte, error)) (string, error) {
+func (a *applier) writeFile(target string, content func(old []byte) ([]byte, error)) (Op, error) {
 	dir, base, err := a.parent(target)
 	if err != nil {
-		return "mkdir parent", err
+		return OpResolveParent, err
 	}
 	dfd := int(dir.Fd())
 
 	old, existed, err := readRegular(dfd, base)
 	if err != nil {
-		return "read existing", err
+		return OpReadExisting, err
 	}
 	data, err := content(old)
 	if err != nil {
-		return "build content", err
+		return OpBuildContent, err
 	}
 	tmp := "." + base + ".wsl-gpu-hook." + strconv.Itoa(os.Getpid())
 	fd, err := unix.Openat(dfd, tmp, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err != nil {
-		return "create", err
+		return OpCreate, err
 	}
 	f := os.NewFile(uintptr(fd), tmp)
 	_, werr := f.Write(data)
@@ -406,14 +408,13 @@ func (a *applier) writeFile(target string, content func(old []byte) ([]byte, err
 	}
 	if werr != nil {
 		unix.Unlinkat(dfd, tmp, 0)
-		return "write", werr
+		return OpWrite, werr
 	}
-	undoDir, err := unix.Dup(dfd)
+	undoDir, err := a.dup(dfd)
 	if err != nil {
-		return "dup", err
+		return OpDup, err
 	}
 	a.undo = append(a.undo, func() error {
-		defer unix.Close(undoDir)
 		if !existed {
 			return unix.Unlinkat(undoDir, base, 0)
 		}
@@ -457,19 +458,19 @@ func readRegular(dfd int, base string) ([]byte, bool, error) {
 	return data, true, nil
 }
 
-func (a *applier) symlink(s Step) (string, error) {
+func (a *applier) symlink(s Step) (Op, error) {
 	dir, base, err := a.parent(s.Target)
 	if err != nil {
-		return "mkdir parent", err
+		return OpResolveParent, err
 	}
 	if _, err := lstatAt(dir, base); err == nil {
 		a.log.Infof("keep %s: the image has its own", s.Target)
 		return "", nil
 	} else if !errors.Is(err, unix.ENOENT) {
-		return "stat", err
+		return OpStat, err
 	}
 	if err := unix.Symlinkat(s.Source, int(dir.Fd()), base); err != nil {
-		return "symlink", err
+		return OpSymlink, err
 	}
 	a.onUndo(dir, base, 0)
 	return "", nil

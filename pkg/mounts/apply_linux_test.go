@@ -7,12 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/moby/sys/mountinfo"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 )
 
@@ -143,7 +146,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	fx.in = Inputs{
-		Device:     HostDevice{Path: filepath.Join(fx.host, "dev/dxg"), Major: 10, Minor: 229},
+		Device:     devnode.Node{Path: filepath.Join(fx.host, "dev/dxg"), Major: 10, Minor: 229},
 		LibDir:     filepath.Join(fx.host, "usr/lib/wsl/lib"),
 		DriversDir: filepath.Join(fx.host, "usr/lib/wsl/drivers"),
 		Folders:    []string{"nv_dispi.inf_amd64_1"},
@@ -161,17 +164,53 @@ func quietLog() *logrus.Logger {
 
 // mountedAt reports the options of the mount at p in this thread's namespace.
 func mountedAt(p string) (string, bool) {
-	mi, err := os.ReadFile("/proc/thread-self/mountinfo")
+	f, err := os.Open("/proc/thread-self/mountinfo")
 	if err != nil {
 		return "", false
 	}
-	for _, l := range strings.Split(string(mi), "\n") {
-		f := strings.Fields(l)
-		if len(f) > 5 && f[4] == p {
-			return f[5], true
-		}
+	defer f.Close()
+	mi, err := mountinfo.GetMountsFromReader(f, mountinfo.SingleEntryFilter(p))
+	if err != nil || len(mi) == 0 {
+		return "", false
 	}
-	return "", false
+	return mi[len(mi)-1].Options, true
+}
+
+// openFDs counts this process's open descriptors: Apply must close every
+// one it opens, whether it succeeds or undoes itself, as a long-lived
+// caller would otherwise run out. Not counted: a procfs root, which
+// pathrs-lite opens once per process and keeps (its procfs handle cache).
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var fs unix.Statfs_t
+		var st unix.Stat_t
+		if unix.Fstatfs(fd, &fs) == nil && fs.Type == unix.PROC_SUPER_MAGIC && unix.Fstat(fd, &st) == nil && st.Ino == 1 {
+			continue
+		}
+		n++
+	}
+	return n - 1 // the directory ReadDir itself held open
+}
+
+// applyCountingFDs is Apply, failing the test if it leaves a descriptor open.
+func applyCountingFDs(t *testing.T, rootfs string, steps []Step) error {
+	t.Helper()
+	before := openFDs(t)
+	err := Apply(rootfs, steps, quietLog())
+	if after := openFDs(t); after != before {
+		t.Errorf("Apply left %d descriptors open (%d before, %d after)", after-before, before, after)
+	}
+	return err
 }
 
 func TestApply(t *testing.T) {
@@ -338,7 +377,7 @@ func TestApply(t *testing.T) {
 			before := snapshot(t, fx.outside)
 			hostBefore := snapshot(t, fx.host)
 			inPrivateMountNS(t, func() {
-				err := Apply(fx.rootfs, Plan(fx.in), quietLog())
+				err := applyCountingFDs(t, fx.rootfs, Plan(fx.in))
 				switch {
 				case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
 					t.Errorf("Apply error = %v, want one containing %q", err, tt.wantErr)
@@ -373,9 +412,9 @@ func TestApplyUndoesOnFailure(t *testing.T) {
 	// The last step binds a folder that vanished (a driver update).
 	steps = append(steps, Step{Kind: Bind, Source: filepath.Join(fx.host, "usr/lib/wsl/drivers/gone"), Target: "/usr/lib/wsl/drivers/gone"})
 	inPrivateMountNS(t, func() {
-		err := Apply(fx.rootfs, steps, quietLog())
+		err := applyCountingFDs(t, fx.rootfs, steps)
 		var merr *Error
-		if !errors.As(err, &merr) || !errors.Is(err, unix.ENOENT) || merr.Step.Target != "/usr/lib/wsl/drivers/gone" {
+		if !errors.As(err, &merr) || !errors.Is(err, unix.ENOENT) || merr.Target != "/usr/lib/wsl/drivers/gone" {
 			t.Errorf("Apply error = %v, want a bind error for the missing folder", err)
 			return
 		}
@@ -456,7 +495,7 @@ func assertLdcache(t *testing.T, p, key, path string) {
 
 func TestPlan(t *testing.T) {
 	in := Inputs{
-		Device:     HostDevice{Path: "/dev/dxg", Major: 10, Minor: 53},
+		Device:     devnode.Node{Path: "/dev/dxg", Major: 10, Minor: 53},
 		LibDir:     "/usr/lib/wsl/lib",
 		DriversDir: "/usr/lib/wsl/drivers",
 		Folders:    []string{"nvltwi.inf_amd64_7b2a5c1c4e6f8d90", "iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea"},

@@ -5,15 +5,17 @@ import (
 	"path"
 	"strings"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
 // Paths inside the container. They equal the WSL host paths because
 // applications and NVIDIA's loaders look for the driver files there.
 const (
-	ContainerDevice     = "/dev/dxg"
-	ContainerLibDir     = "/usr/lib/wsl/lib"
-	ContainerDriversDir = "/usr/lib/wsl/drivers"
+	ContainerDevice     = wsl.Device
+	ContainerLibDir     = wsl.LibDir
+	ContainerDriversDir = wsl.DriversDir
 	LdconfFile          = "/etc/ld.so.conf.d/wsl-gpu-hook.conf"
 	LdcacheFile         = "/etc/ld.so.cache"
 	NvidiaSmiLink       = "/usr/bin/nvidia-smi"
@@ -80,14 +82,13 @@ func (s Step) String() string {
 }
 
 // HostDevice is the host's /dev/dxg as stat found it.
-type HostDevice struct {
-	Path         string
-	Major, Minor uint32
-}
+//
+// Deprecated: use devnode.Node; the alias keeps pkg/cdispec building.
+type HostDevice = devnode.Node
 
 // Inputs is everything a plan depends on.
 type Inputs struct {
-	Device HostDevice
+	Device devnode.Node
 	// LibDir is the host lib dir, mounted whole: it holds the loaders every
 	// vendor's stack starts from (libdxcore, libd3d12, libcuda).
 	LibDir string

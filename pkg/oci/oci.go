@@ -53,6 +53,7 @@ type Spec struct {
 	Process     *Process          `json:"process"`
 	Annotations map[string]string `json:"annotations"`
 	Linux       *Linux            `json:"linux"`
+	Mounts      []specs.Mount     `json:"mounts"`
 }
 
 // Process is the subset of the container process the hook reads.
@@ -164,6 +165,17 @@ func (s *Spec) UserNamespace() bool {
 	}
 	for _, ns := range s.Linux.Namespaces {
 		if ns.Type == specs.UserNamespace {
+			return true
+		}
+	}
+	return false
+}
+
+// HasMount reports whether the spec mounts something at destination: an
+// engine that injected a CDI device mounted its folders so.
+func (s *Spec) HasMount(destination string) bool {
+	for _, m := range s.Mounts {
+		if filepath.Clean(m.Destination) == destination {
 			return true
 		}
 	}

@@ -18,13 +18,9 @@ import (
 	"os"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-)
 
-// Device is the host device to add, as stat found it.
-type Device struct {
-	Path         string
-	Major, Minor int64
-}
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
+)
 
 // object is a JSON object whose members we do not all know.
 type object map[string]json.RawMessage
@@ -49,10 +45,11 @@ func (o object) set(key string, v any) error {
 	return nil
 }
 
-// AddGPU returns config with dev in linux.devices (mode 0666) and its rwm
-// allow rule, and hook appended to hooks.prestart unless a hook with the
-// same path is already there. It is idempotent.
-func AddGPU(config []byte, dev Device, hook specs.Hook) ([]byte, error) {
+// AddGPU returns config with the host's node at path in linux.devices
+// (mode 0666) and its rwm allow rule, and hook appended to hooks.prestart
+// unless a hook with the same path is already there. It is idempotent.
+func AddGPU(config []byte, path string, node devnode.Node, hook specs.Hook) ([]byte, error) {
+	major, minor := int64(node.Major), int64(node.Minor)
 	var top object
 	if err := json.Unmarshal(config, &top); err != nil {
 		return nil, fmt.Errorf("decode config.json: %w", err)
@@ -75,14 +72,14 @@ func AddGPU(config []byte, dev Device, hook specs.Hook) ([]byte, error) {
 	present := false
 	for _, raw := range devices {
 		var d specs.LinuxDevice
-		if json.Unmarshal(raw, &d) == nil && d.Path == dev.Path {
+		if json.Unmarshal(raw, &d) == nil && d.Path == path {
 			present = true
 		}
 	}
 	if !present {
 		mode := os.FileMode(0o666)
 		uid, gid := uint32(0), uint32(0)
-		raw, err := json.Marshal(specs.LinuxDevice{Path: dev.Path, Type: "c", Major: dev.Major, Minor: dev.Minor, FileMode: &mode, UID: &uid, GID: &gid})
+		raw, err := json.Marshal(specs.LinuxDevice{Path: path, Type: "c", Major: major, Minor: minor, FileMode: &mode, UID: &uid, GID: &gid})
 		if err != nil {
 			return nil, err
 		}
@@ -107,12 +104,11 @@ func AddGPU(config []byte, dev Device, hook specs.Hook) ([]byte, error) {
 	for _, raw := range rules {
 		var r specs.LinuxDeviceCgroup
 		if json.Unmarshal(raw, &r) == nil && r.Allow && r.Type == "c" &&
-			r.Major != nil && *r.Major == dev.Major && r.Minor != nil && *r.Minor == dev.Minor && r.Access == "rwm" {
+			r.Major != nil && *r.Major == major && r.Minor != nil && *r.Minor == minor && r.Access == "rwm" {
 			allowed = true
 		}
 	}
 	if !allowed {
-		major, minor := dev.Major, dev.Minor
 		raw, err := json.Marshal(specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: &major, Minor: &minor, Access: "rwm"})
 		if err != nil {
 			return nil, err

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 )
 
 const dockerLike = `{"ociVersion":"1.0.2","process":{"env":["NVIDIA_VISIBLE_DEVICES=all"],"futureProcessField":7},
@@ -15,7 +17,7 @@ const dockerLike = `{"ociVersion":"1.0.2","process":{"env":["NVIDIA_VISIBLE_DEVI
 "resources":{"devices":[{"allow":false,"access":"rwm"},{"allow":true,"type":"c","major":1,"minor":3,"access":"rwm"}],"memory":{"limit":1073741824}},
 "seccomp":{"defaultAction":"SCMP_ACT_ERRNO"},"intelRdt":{"closID":"x"}},"x-vendor":{"keep":[1,2,3]}}`
 
-var dxg = Device{Path: "/dev/dxg", Major: 10, Minor: 53}
+var dxg = devnode.Node{Path: "/dev/dxg", Major: 10, Minor: 53}
 var hook = specs.Hook{Path: "/usr/local/bin/wsl-gpu-hook", Args: []string{"wsl-gpu-hook", "prestart"}}
 
 func TestAddGPU(t *testing.T) {
@@ -26,7 +28,7 @@ func TestAddGPU(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := AddGPU([]byte(tt.in), dxg, hook)
+			out, err := AddGPU([]byte(tt.in), "/dev/dxg", dxg, hook)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,7 +57,7 @@ func TestAddGPU(t *testing.T) {
 				t.Errorf("prestart = %+v", h)
 			}
 			// Idempotent: a second pass (a restarted container) adds nothing.
-			again, err := AddGPU(out, dxg, hook)
+			again, err := AddGPU(out, "/dev/dxg", dxg, hook)
 			if err != nil || !bytes.Equal(again, out) {
 				t.Errorf("second AddGPU changed the config:\n%s\n%s", out, again)
 			}
@@ -64,7 +66,7 @@ func TestAddGPU(t *testing.T) {
 }
 
 func TestAddGPUKeepsUnknownFields(t *testing.T) {
-	out, err := AddGPU([]byte(dockerLike), dxg, hook)
+	out, err := AddGPU([]byte(dockerLike), "/dev/dxg", dxg, hook)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +80,7 @@ func TestAddGPUKeepsUnknownFields(t *testing.T) {
 
 func TestAddGPUBadInput(t *testing.T) {
 	for _, in := range []string{``, `[]`, `null`, `{"linux":[]}`, `{"hooks":{"prestart":{}}}`} {
-		if _, err := AddGPU([]byte(in), dxg, hook); err == nil {
+		if _, err := AddGPU([]byte(in), "/dev/dxg", dxg, hook); err == nil {
 			t.Errorf("AddGPU(%q) succeeded", in)
 		}
 	}

@@ -650,6 +650,10 @@ func TestParseArgs(t *testing.T) {
 			`fault missing-folder=2: profile "nvidia-laptop" has 2 adapters here (indexes 0..1 in host order, compute-only included)`},
 		{"index with no adapters", []string{"--profile", "no-gpu", "--dev", "d", "--fault", "query-fail=0", "--", "true"},
 			`fault query-fail=0: the simulated host reports no adapters (profile "no-gpu" or zero-adapters): drop the fault`},
+		{"folder after a driver update", []string{"--profile", "nvidia-laptop", "--dev", "d", "--folder", "1=nvltwi.inf_amd64_00c0ffee00c0ffee", "--", "true"}, ""},
+		{"folder without a name", []string{"--profile", "nvidia-laptop", "--dev", "d", "--folder", "1=", "--", "true"}, `--folder "1=": want N=NAME`},
+		{"folder with a slash", []string{"--profile", "nvidia-laptop", "--dev", "d", "--folder", `1=a\b`, "--", "true"}, "without slashes"},
+		{"folder out of range", []string{"--profile", "nvidia-laptop", "--dev", "d", "--folder", "2=x", "--", "true"}, "profile nvidia-laptop has 2 adapters"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -663,6 +667,24 @@ func TestParseArgs(t *testing.T) {
 				t.Errorf("error %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestParseFolder: --folder changes what this run reports, as a driver
+// update does, and never the shared profile.
+func TestParseFolder(t *testing.T) {
+	var stderr bytes.Buffer
+	o, err := parseArgs([]string{"--profile", "nvidia-laptop", "--dev", "d", "--folder", "1=nvltwi.inf_amd64_00c0ffee00c0ffee", "--", "true"}, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := o.cfg.Profile.Adapters[1]
+	if a.Folder != "nvltwi.inf_amd64_00c0ffee00c0ffee" || a.DriverStorePath != `C:\Windows\System32\DriverStore\FileRepository\nvltwi.inf_amd64_00c0ffee00c0ffee` {
+		t.Errorf("adapter 1 reports %q at %q", a.Folder, a.DriverStorePath)
+	}
+	p, _ := simhost.Lookup("nvidia-laptop")
+	if p.Adapters[1].Folder == a.Folder {
+		t.Error("--folder changed the shared profile")
 	}
 }
 

@@ -37,13 +37,14 @@ func (f *faultList) Set(s string) error { *f = append(*f, s); return nil }
 func parseArgs(args []string, stderr io.Writer) (options, error) {
 	var o options
 	var profile string
-	var faults faultList
+	var faults, folders faultList
 	fs := flag.NewFlagSet("dxgsim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&profile, "profile", "", "simulated host `NAME` (one of "+strings.Join(simhost.Names(), ", ")+")")
 	fs.StringVar(&o.dev, "dev", "", "create the simulated node at `PATH` (required without --bind-host; with it, an extra node on the host)")
 	fs.Var(&faults, "fault", "inject fault `F`, repeatable: "+faultNames)
 	fs.StringVar(&o.report, "report", "", "write a JSON summary to `FILE` on exit")
+	fs.Var(&folders, "folder", "report adapter N's driver store folder as `N=NAME`, as after a driver update, repeatable")
 	fs.StringVar(&o.bindHost, "bind-host", "", "show the simulated host tree `DIR` at /usr/lib/wsl and the node at /dev/dxg, in a private mount namespace")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: dxgsim --profile NAME [--dev PATH] [--fault F]... [--report FILE] [--bind-host DIR] -- CMD ARGS...")
@@ -76,6 +77,11 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 			problems = append(problems, fmt.Errorf("--bind-host %s: %w", o.bindHost, err))
 		}
 		o.bindHost = abs
+	}
+	for _, f := range folders {
+		if err := o.setFolder(f); err != nil {
+			problems = append(problems, err)
+		}
 	}
 	for _, f := range faults {
 		if err := o.addFault(f); err != nil {
@@ -120,5 +126,24 @@ func (o *options) addFault(f string) error {
 		return fmt.Errorf("fault %q needs an adapter index: --fault %s=N with N >= 0", f, name)
 	}
 	*list = append(*list, n)
+	return nil
+}
+
+// setFolder makes adapter N report folder NAME (a Windows driver update
+// renames the folder: the hash after inf_amd64_ changes). The profile's
+// adapters are copied first: profiles are shared data.
+func (o *options) setFolder(f string) error {
+	n, name, ok := strings.Cut(f, "=")
+	i, err := strconv.Atoi(n)
+	if !ok || err != nil || name == "" || strings.ContainsAny(name, `/\`) {
+		return fmt.Errorf("--folder %q: want N=NAME, a folder name without slashes", f)
+	}
+	if i < 0 || i >= len(o.cfg.Profile.Adapters) {
+		return fmt.Errorf("--folder %q: profile %s has %d adapters", f, o.cfg.Profile.Name, len(o.cfg.Profile.Adapters))
+	}
+	o.cfg.Profile.Adapters = append([]simhost.Adapter(nil), o.cfg.Profile.Adapters...)
+	a := &o.cfg.Profile.Adapters[i]
+	dir := a.DriverStorePath[:strings.LastIndexAny(a.DriverStorePath, `\`)+1]
+	a.DriverStorePath, a.Folder = dir+name, name
 	return nil
 }

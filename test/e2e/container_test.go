@@ -50,6 +50,7 @@ type box struct {
 
 	devices []specs.LinuxDevice       // linux.devices
 	rules   []specs.LinuxDeviceCgroup // appended to linux.resources.devices
+	mounts  []specs.Mount             // appended to mounts, as a CDI engine adds them
 
 	sim *simulation // nil: run runc directly, with no simulated WSL host
 	// withHookBinary copies the static hook into /usr/local/bin, so the
@@ -273,6 +274,7 @@ func buildSpec(t *testing.T, b box, h *harness, hookBin, cfgPath, id string) *sp
 		spec.Linux.Resources = &specs.LinuxResources{}
 	}
 	spec.Linux.Resources.Devices = append(spec.Linux.Resources.Devices, b.rules...)
+	spec.Mounts = append(spec.Mounts, b.mounts...)
 	if b.userns {
 		spec.Linux.Namespaces = append(spec.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
 		spec.Linux.UIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: 100000, Size: 65536}}

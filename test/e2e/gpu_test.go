@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/moby/sys/mountinfo"
+
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
 
@@ -61,15 +63,12 @@ func wantContains(t *testing.T, o *outcome, name, want string) {
 
 // mountOptions returns the per-mount options of mountpoint in a
 // /proc/self/mountinfo dump, "" if it is not a mount point.
-func mountOptions(mountinfo, mountpoint string) string {
-	var opts string
-	for _, line := range strings.Split(mountinfo, "\n") {
-		f := strings.Fields(line)
-		if len(f) > 5 && unescapeMountinfo(f[4]) == mountpoint {
-			opts = f[5] // the last (topmost) mount wins
-		}
+func mountOptions(dump, mountpoint string) string {
+	ms, err := mountinfo.GetMountsFromReader(strings.NewReader(dump), mountinfo.SingleEntryFilter(mountpoint))
+	if err != nil || len(ms) == 0 {
+		return ""
 	}
-	return opts
+	return ms[len(ms)-1].Options // the last (topmost) mount wins
 }
 
 // TestNVIDIALaptopAll is the main user story: `all` GPUs on an Optimus

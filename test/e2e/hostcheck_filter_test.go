@@ -11,9 +11,6 @@ import (
 func TestOtherRunMount(t *testing.T) {
 	tmp := os.TempDir()
 	own := filepath.Join(tmp, scratchPrefix+"1", "c-7")
-	line := func(mp string) string {
-		return "42 27 0:39 / " + mp + " rw,relatime - tmpfs tmpfs rw,size=8192k"
-	}
 	tests := []struct {
 		name  string
 		mp    string
@@ -29,7 +26,7 @@ func TestOtherRunMount(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := otherRunMount(line(tt.mp), own); got != tt.other {
+			if got := otherRunMount(tt.mp, own); got != tt.other {
 				t.Errorf("otherRunMount(%s) = %v, want %v", tt.mp, got, tt.other)
 			}
 		})

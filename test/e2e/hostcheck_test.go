@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -41,7 +41,7 @@ type hostSnapshot struct {
 // snapshotHost records the host before a run whose work dir is own.
 func snapshotHost(t *testing.T, fixture, own string) hostSnapshot {
 	t.Helper()
-	s := hostSnapshot{own: own, mountinfo: mountinfo(t, own), paths: map[string]string{}}
+	s := hostSnapshot{own: own, mountinfo: hostMounts(t, own), paths: map[string]string{}}
 	for _, p := range hostPaths() {
 		s.paths[p] = entryDigest(p)
 	}
@@ -72,22 +72,23 @@ func (before hostSnapshot) checkHost(t *testing.T, fixture string) {
 	}
 }
 
-// mountinfo returns the host's mount table without what other runs do on
+// hostMounts returns the host's mount table without what other runs do on
 // purpose: runc's own clone mounts and the mounts tests make in their own
 // work dirs (a tmpfs root file system), in this run or in a concurrent
 // `go test` of another checkout. Mounts in own, the run being checked,
 // are kept: that is where a hook's leak would show.
-func mountinfo(t *testing.T, own string) []string {
+func hostMounts(t *testing.T, own string) []string {
 	t.Helper()
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	ms, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
+		return runcCloneMount(m) || otherRunMount(m.Mountpoint, own), false
+	})
 	if err != nil {
 		t.Fatalf("read mount table: %v", err)
 	}
-	var lines []string
-	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		if !runcCloneMount(l) && !otherRunMount(l, own) {
-			lines = append(lines, l)
-		}
+	lines := make([]string, 0, len(ms))
+	for _, m := range ms {
+		lines = append(lines, fmt.Sprintf("%d %d %d:%d %s %s %s %s - %s %s %s",
+			m.ID, m.Parent, m.Major, m.Minor, m.Root, m.Mountpoint, m.Options, m.Optional, m.FSType, m.Source, m.VFSOptions))
 	}
 	return lines
 }
@@ -95,16 +96,12 @@ func mountinfo(t *testing.T, own string) []string {
 // scratchPrefix starts the name of every run's scratch dir in os.TempDir.
 const scratchPrefix = "wsl-gpu-hook-e2e-"
 
-func otherRunMount(line, own string) bool {
-	f := strings.Fields(line)
-	if len(f) < 5 {
+// otherRunMount reports a mount point in another run's work dir.
+func otherRunMount(mountpoint, own string) bool {
+	if own != "" && (mountpoint == own || strings.HasPrefix(mountpoint, own+"/")) {
 		return false
 	}
-	mp := unescapeMountinfo(f[4])
-	if own != "" && (mp == own || strings.HasPrefix(mp, own+"/")) {
-		return false
-	}
-	rel, err := filepath.Rel(os.TempDir(), mp)
+	rel, err := filepath.Rel(os.TempDir(), mountpoint)
 	return err == nil && strings.HasPrefix(rel, scratchPrefix) && !strings.HasPrefix(rel, "..")
 }
 
@@ -112,53 +109,23 @@ func otherRunMount(line, own string) bool {
 // its binary (CVE-2019-5736) by bind-mounting a read-only copy of itself as
 // <state dir>/<id>/runc.XXXXXX in the host's namespace while a container
 // starts. Parallel tests see each other's; they are not the hook's.
-func runcCloneMount(line string) bool {
-	f := strings.Fields(line)
-	return len(f) > 4 && strings.HasPrefix(filepath.Base(unescapeMountinfo(f[4])), "runc.") && filepath.Base(unescapeMountinfo(f[3])) == "runc"
+func runcCloneMount(m *mountinfo.Info) bool {
+	return strings.HasPrefix(filepath.Base(m.Mountpoint), "runc.") && filepath.Base(m.Root) == "runc"
 }
 
 // mountsUnder lists the mount points in the host's table at or below dir,
 // deepest first (the order to unmount them in).
 func mountsUnder(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	ms, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	var found []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMountinfo(fields[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			found = append(found, mp)
-		}
+	found := make([]string, 0, len(ms))
+	for _, m := range ms {
+		found = append(found, m.Mountpoint)
 	}
 	sort.Sort(sort.Reverse(sort.StringSlice(found)))
-	return found, sc.Err()
-}
-
-// unescapeMountinfo undoes the kernel's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var c byte
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &c); err == nil {
-				b.WriteByte(c)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return found, nil
 }
 
 // removeWorkDir removes a container's work directory, first detaching

@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/testbin"
 )
 
 // Cached images are tarballs: extracting one per container is much cheaper
@@ -103,7 +105,7 @@ func busyboxImage(cache string) (string, error) {
 func staticBusybox(work string) (string, error) {
 	if owner, err := exec.Command("dpkg-query", "-S", "/bin/busybox").Output(); err == nil &&
 		strings.HasPrefix(string(owner), "busybox-static:") {
-		return "/bin/busybox", checkStatic("/bin/busybox")
+		return "/bin/busybox", testbin.CheckStatic("/bin/busybox")
 	}
 	dl := filepath.Join(work, "deb")
 	if err := os.MkdirAll(dl, 0o755); err != nil {
@@ -123,7 +125,7 @@ func staticBusybox(work string) (string, error) {
 		return "", fmt.Errorf("dpkg-deb -x %s: %w\n%s", debs[0], err, msg)
 	}
 	bb := filepath.Join(x, "bin/busybox")
-	return bb, checkStatic(bb)
+	return bb, testbin.CheckStatic(bb)
 }
 
 // packTarball writes root into out atomically, so an interrupted build

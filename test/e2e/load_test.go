@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -20,6 +19,12 @@ import (
 // no start may fail, no mount may be left in the host's namespace, no
 // handle may stay open, and concurrent hooks must write whole log lines.
 // E2E_LOAD_N (default 1000) and E2E_LOAD_PARALLEL (default 50) size it.
+//
+// Leaks are counted per process, by dxgsim: it reports (and exits 3 for)
+// every hook process that exits with adapter handles it never closed. A
+// count of the system's open files could not see that: the kernel closes a
+// leaked descriptor when the hook exits. Descriptors inside one Apply are
+// counted by pkg/mounts' tests.
 func TestLoad(t *testing.T) {
 	h := env(t)
 	n, par := envInt("E2E_LOAD_N", 1000), envInt("E2E_LOAD_PARALLEL", 50)
@@ -75,7 +80,6 @@ func TestLoad(t *testing.T) {
 		n-1, par, dir, dir, dir, fails)
 	report := filepath.Join(dir, "report.json")
 	before := snapshotHost(t, fixture, dir)
-	fdsBefore := openFiles(t)
 	cmd := exec.Command(sim, "--profile", "nvidia-laptop", "--dev", filepath.Join(devDir, "dxg"), "--report", report, "--", "sh", "-c", script)
 	out, err := cmd.CombinedOutput()
 	before.checkHost(t, fixture)
@@ -88,10 +92,12 @@ func TestLoad(t *testing.T) {
 	}
 
 	var r struct {
+		ExitStatus    int      `json:"exitStatus"`
 		HandlesOpened int      `json:"handlesOpened"`
 		HandlesClosed int      `json:"handlesClosed"`
 		HandlesOpen   int      `json:"handlesOpen"`
 		Misuse        []string `json:"misuse"`
+		MisuseTotal   int      `json:"misuseTotal"`
 	}
 	data, err := os.ReadFile(report)
 	if err != nil {
@@ -100,8 +106,12 @@ func TestLoad(t *testing.T) {
 	if err := json.Unmarshal(data, &r); err != nil {
 		t.Fatal(err)
 	}
-	if r.HandlesOpen != 0 || r.HandlesOpened != r.HandlesClosed || r.HandlesOpened < 2*n || len(r.Misuse) > 0 {
-		t.Errorf("adapter handles: opened %d closed %d open %d (want >= %d, all closed), misuse %v", r.HandlesOpened, r.HandlesClosed, r.HandlesOpen, 2*n, r.Misuse)
+	if r.HandlesOpen != 0 || r.HandlesOpened != r.HandlesClosed || r.HandlesOpened < 2*n || r.MisuseTotal > 0 {
+		t.Errorf("adapter handles: opened %d closed %d open %d (want >= %d, all closed); %d hook processes misused the device: %v",
+			r.HandlesOpened, r.HandlesClosed, r.HandlesOpen, 2*n, r.MisuseTotal, r.Misuse)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != r.ExitStatus {
+		t.Errorf("dxgsim exited %d, the command %d: dxgsim found misuse", code, r.ExitStatus)
 	}
 
 	// Every log line whole: O_APPEND writes of one entry each.
@@ -121,15 +131,6 @@ func TestLoad(t *testing.T) {
 	}
 	if ready != n {
 		t.Errorf("%d hooks logged GPU ready, want %d", ready, n)
-	}
-	// The count is system-wide: give exiting processes a moment to go.
-	after := openFiles(t)
-	for i := 0; i < 50 && after > fdsBefore+128; i++ {
-		time.Sleep(100 * time.Millisecond)
-		after = openFiles(t)
-	}
-	if after > fdsBefore+128 {
-		t.Errorf("open files grew from %d to %d", fdsBefore, after)
 	}
 	t.Logf("%d containers, %d at a time: %d handles opened and closed, %d log lines", n, par, r.HandlesOpened, strings.Count(string(logData), "\n"))
 }
@@ -151,17 +152,6 @@ func envInt(name string, def int) int {
 		return v
 	}
 	return def
-}
-
-// openFiles is the system's count of allocated file handles.
-func openFiles(t *testing.T) int {
-	t.Helper()
-	data, err := os.ReadFile("/proc/sys/fs/file-nr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, _ := strconv.Atoi(strings.Fields(string(data))[0])
-	return n
 }
 
 func tailLines(s string, n int) string {

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"debug/elf"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/testbin"
 )
 
 // suite is what TestMain prepared. It is assigned once, before m.Run, and
@@ -99,7 +98,7 @@ func newHarness() (*harness, error) {
 			return h, nil
 		}
 	}
-	repo, err := moduleRoot()
+	repo, err := testbin.Root()
 	if err != nil {
 		return nil, err
 	}
@@ -117,10 +116,10 @@ func newHarness() (*harness, error) {
 	}
 	bin := filepath.Join(h.tmp, "bin")
 	h.hook = sync.OnceValues(func() (string, error) {
-		return h.goBuild(bin, "wsl-gpu-hook", "./cmd/wsl-gpu-hook", true)
+		return testbin.Hook(bin)
 	})
 	h.dxgsim = sync.OnceValues(func() (string, error) {
-		return h.goBuild(bin, "dxgsim", "./test/dxgsim", false)
+		return testbin.Dxgsim(bin)
 	})
 	h.probes = sync.OnceValues(func() (probeSet, error) {
 		return buildProbes(filepath.Join(h.repo, "test/e2e/testdata"), bin)
@@ -191,42 +190,6 @@ func (h *harness) needFixture(t *testing.T, profile string) string {
 	return need(t, "fixture "+profile, build)
 }
 
-// goBuild builds a package of this module into dir/name. The hook must be
-// static (it is copied into images without a C library, as users do).
-func (h *harness) goBuild(dir, name, pkg string, static bool) (string, error) {
-	out := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = h.repo
-	cmd.Env = os.Environ()
-	if static {
-		cmd.Env = append(cmd.Env, "CGO_ENABLED=0")
-	}
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
-	}
-	if static {
-		if err := checkStatic(out); err != nil {
-			return "", err
-		}
-	}
-	return out, nil
-}
-
-// checkStatic fails for an ELF file that asks for a program interpreter.
-func checkStatic(path string) error {
-	f, err := elf.Open(path)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", path, err)
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("%s is dynamically linked: it must be built with CGO_ENABLED=0", path)
-		}
-	}
-	return nil
-}
-
 func buildProbes(src, dir string) (probeSet, error) {
 	p := probeSet{cudaprobe: filepath.Join(dir, "cudaprobe"), fsprobe: filepath.Join(dir, "fsprobe")}
 	builds := [][]string{
@@ -257,23 +220,4 @@ func runcSpecTemplate(dir string) ([]byte, error) {
 		return nil, fmt.Errorf("runc spec: %w: %s", err, stderr.String())
 	}
 	return os.ReadFile(filepath.Join(dir, "config.json"))
-}
-
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return "", err
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/testbin"
 )
 
 const profile = "nvidia-laptop"
@@ -63,19 +64,15 @@ func build() (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{dir: dir, hook: filepath.Join(dir, "bin", "wsl-gpu-hook"), sim: filepath.Join(dir, "dxgsim"), bin: filepath.Join(dir, "bin")}
+	e := &env{dir: dir, bin: filepath.Join(dir, "bin")}
 	if err := os.MkdirAll(e.bin, 0o755); err != nil {
 		return nil, err
 	}
-	for _, c := range [][]string{
-		{"go", "build", "-trimpath", "-o", e.hook, "../../cmd/wsl-gpu-hook"},
-		{"go", "build", "-o", e.sim, "../dxgsim"},
-	} {
-		cmd := exec.Command(c[0], c[1:]...)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("%s: %v\n%s", strings.Join(c, " "), err, out)
-		}
+	if e.hook, err = testbin.Hook(e.bin); err != nil {
+		return nil, err
+	}
+	if e.sim, err = testbin.Dxgsim(dir); err != nil {
+		return nil, err
 	}
 	for _, name := range []string{"nvidia-container-runtime-hook", "wsl-gpu-runtime"} {
 		if err := os.Symlink("wsl-gpu-hook", filepath.Join(e.bin, name)); err != nil {

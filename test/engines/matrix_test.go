@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/testbin"
 )
 
 // The engine matrix: each engine and version users run (a column) by each
@@ -106,10 +108,11 @@ func setupMatrix(t *testing.T) *matrix {
 }
 
 func buildMatrix(e *env) (*matrix, error) {
-	m := &matrix{e: e, pivot: filepath.Join(e.dir, "pivotroot"), config: filepath.Join(e.dir, "config-wsl.toml"),
-		log: filepath.Join(e.dir, "hook-matrix.log"), specs: filepath.Join(e.dir, "cdi"), engines: map[string]string{}}
-	if out, err := exec.Command("go", "build", "-o", m.pivot, "../pivotroot").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build pivotroot: %v\n%s", err, out)
+	m := &matrix{e: e, config: filepath.Join(e.dir, "config-wsl.toml"),
+		log: filepath.Join(e.dir, "hook-matrix.log"), engines: map[string]string{}}
+	var err error
+	if m.pivot, err = testbin.Build(e.dir, "pivotroot", "./test/pivotroot", false); err != nil {
+		return nil, err
 	}
 	cfg := fmt.Sprintf("log_file = %q\nlog_level = \"debug\"\n", m.log)
 	if err := os.WriteFile(m.config, []byte(cfg), 0o644); err != nil {
@@ -139,24 +142,18 @@ func isDir(p string) bool {
 	return err == nil && fi.IsDir()
 }
 
-// generateSpecs writes the CDI specs for the simulated host with the hook
-// itself, into m.specs.
+// generateSpecs writes the CDI specs for the simulated host as a user
+// does, with `wsl-gpu-hook install cdi` (into a prefix), and points m.specs
+// at them.
 func (m *matrix) generateSpecs() error {
-	if err := os.MkdirAll(m.specs, 0o755); err != nil {
-		return err
+	prefix := filepath.Join(m.e.dir, "cdi-prefix")
+	cmd := exec.Command(m.e.sim, "--profile", profile, "--bind-host", m.e.hostDir, "--",
+		m.e.hook, "install", "--prefix", prefix, "--hook", m.e.hook, "cdi")
+	cmd.Env = append(os.Environ(), "WSL_GPU_HOOK_CONFIG="+m.config)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("install cdi: %v\n%s", err, out)
 	}
-	gen := func(args ...string) ([]byte, error) {
-		cmd := exec.Command(m.e.sim, append([]string{"--profile", profile, "--bind-host", m.e.hostDir, "--", m.e.hook, "cdi", "generate"}, args...)...)
-		cmd.Env = append(os.Environ(), "WSL_GPU_HOOK_CONFIG="+m.config)
-		return cmd.CombinedOutput()
-	}
-	out, err := gen("--dir", m.specs)
-	if err != nil {
-		// A hook without --dir writes one spec, of its own kind.
-		if out2, err2 := gen("--output", filepath.Join(m.specs, "wsl-gpu-hook.json")); err2 != nil {
-			return fmt.Errorf("cdi generate: %v\n%s\n%s", err2, out, out2)
-		}
-	}
+	m.specs = filepath.Join(prefix, "etc/cdi")
 	return nil
 }
 

@@ -1,0 +1,637 @@
+package cdiinstall
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	cdi "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/install"
+)
+
+// Choice is what to do with a vendor kind another producer also defines.
+type Choice string
+
+// Choices for a vendor kind.
+const (
+	// Ask: plan nothing while another producer defines the kind; say what
+	// each choice means.
+	Ask Choice = ""
+	// Ours moves the other producer's spec file aside (kept as
+	// FILE.wsl-gpu-hook.bak, which engines do not read) and writes ours.
+	Ours Choice = "ours"
+	// Skip writes no spec for the kind: the other producer keeps it, and
+	// our devices stay reachable under wsl-gpu-hook.dev/gpu.
+	Skip Choice = "skip"
+)
+
+// ParseChoice reads a --nvidia-kind / --amd-kind value.
+func ParseChoice(s string) (Choice, error) {
+	switch c := Choice(s); c {
+	case Ours, Skip:
+		return c, nil
+	}
+	return Ask, fmt.Errorf("%q: want ours or skip", s)
+}
+
+// Paths of a system-wide install.
+const (
+	SystemSpecDir  = "/etc/cdi"
+	SystemRunDir   = "/var/run/cdi"
+	SystemUnitPath = "/etc/systemd/system/" + UnitName
+	// UnitName is the refresh unit, system or user.
+	UnitName = "wsl-gpu-hook-cdi.service"
+	// LegacySpec is where versions before the vendor kinds wrote the
+	// spec; install removes it (it would define our devices twice).
+	LegacySpec = "/etc/cdi/wsl-gpu-hook.json"
+)
+
+// Options is everything the specs and the unit are made from.
+type Options struct {
+	// Prefix is prepended to every path when reading and writing (tests).
+	Prefix string
+	// HookPath is the installed binary: the spec's hook and the unit's
+	// ExecStart run it.
+	HookPath string
+	// ConfigPath is the hook's configuration file; "" for the default,
+	// which is then named nowhere.
+	ConfigPath string
+	// SpecDir receives the specs; ReadDirs are the dirs engines read, in
+	// the CDI library's priority order (later wins), SpecDir among them.
+	SpecDir  string
+	ReadDirs []string
+	// UnitPath is where the refresh unit goes; User makes it a
+	// `systemctl --user` unit.
+	UnitPath string
+	User     bool
+	// Kinds holds the choice per vendor kind ("nvidia.com/gpu": Skip).
+	Kinds map[string]Choice
+}
+
+// System is an install for root engines.
+func System(hookPath, configPath string) Options {
+	return Options{
+		HookPath: hookPath, ConfigPath: configPath,
+		SpecDir: SystemSpecDir, ReadDirs: []string{SystemSpecDir, SystemRunDir},
+		UnitPath: SystemUnitPath, Kinds: map[string]Choice{},
+	}
+}
+
+// User is an install for one user's rootless engines, which read
+// $XDG_CONFIG_HOME/cdi and $XDG_RUNTIME_DIR/cdi (rootless Docker,
+// nerdctl; podman reads /etc/cdi and its cdi_spec_dirs). The spec goes
+// to the config dir, which outlives a logout; the unit is a user unit.
+func User(hookPath, configPath, home, xdgConfig, xdgRuntime string) Options {
+	if xdgConfig == "" {
+		xdgConfig = filepath.Join(home, ".config")
+	}
+	o := Options{
+		HookPath: hookPath, ConfigPath: configPath,
+		SpecDir:  filepath.Join(xdgConfig, "cdi"),
+		UnitPath: filepath.Join(xdgConfig, "systemd/user", UnitName),
+		User:     true, Kinds: map[string]Choice{},
+	}
+	o.ReadDirs = []string{o.SpecDir}
+	if xdgRuntime != "" {
+		o.ReadDirs = append(o.ReadDirs, filepath.Join(xdgRuntime, "cdi"))
+	}
+	return o
+}
+
+// HookArgs is the argv the spec's hook runs before cdispec.HookCommand.
+func (o Options) HookArgs() []string {
+	args := []string{"wsl-gpu-hook"}
+	if o.ConfigPath != "" {
+		args = append(args, "--config", o.ConfigPath)
+	}
+	return args
+}
+
+// skipped lists the kinds not to write.
+func (o Options) skipped() []string {
+	var out []string
+	for k, c := range o.Kinds {
+		if c == Skip {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// GenerateArgs is the command line, after the binary, that regenerates the
+// specs exactly as Plan writes them: the unit's ExecStart.
+func (o Options) GenerateArgs() []string {
+	args := o.HookArgs()[1:]
+	args = append(args, "cdi", "generate", "--dir", o.SpecDir, "--hook", o.HookPath)
+	for _, k := range o.skipped() {
+		args = append(args, "--skip-kind", k)
+	}
+	return args
+}
+
+// SpecOptions is what cdispec.Generate gets.
+func (o Options) SpecOptions(dev devnode.Node, libDir string) cdispec.Options {
+	return cdispec.Options{Device: dev, LibDir: libDir, HookPath: o.HookPath, HookArgs: o.HookArgs(), SkipKinds: o.skipped()}
+}
+
+func (o Options) path(p string) string { return filepath.Join(o.Prefix, p) }
+
+// Files are the spec files for a host, by path in o.SpecDir.
+func Files(o Options, specs []*cdi.Spec) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for _, s := range specs {
+		data, err := cdispec.Marshal(s)
+		if err != nil {
+			return nil, err
+		}
+		out[path.Join(o.SpecDir, cdispec.FileName(s.Kind))] = data
+	}
+	return out, nil
+}
+
+// Conflict is a device name of ours that another spec file also defines.
+type Conflict struct {
+	Kind   string
+	Device string // qualified, "nvidia.com/gpu=all"
+	Other  string // the other producer's file (system path)
+	// Shadowed: the other file is in a dir engines rank higher, so it wins
+	// silently; otherwise engines refuse the name altogether.
+	Shadowed bool
+}
+
+// ConflictError is returned when a vendor kind is defined by another
+// producer and no choice was made: nothing is planned.
+type ConflictError struct{ Conflicts []Conflict }
+
+func (e *ConflictError) Error() string {
+	var kinds []string
+	for _, c := range e.Conflicts {
+		if !contains(kinds, c.Kind) {
+			kinds = append(kinds, c.Kind)
+		}
+	}
+	var flags []string
+	for _, k := range kinds {
+		flags = append(flags, "--"+flagName(k)+"=ours|skip")
+	}
+	return fmt.Sprintf("%s already defined by %s: nothing changed: choose %s (see above)",
+		strings.Join(kinds, ", "), e.Conflicts[0].Other, strings.Join(flags, " "))
+}
+
+// Explain says, for a person, what each choice means.
+func (e *ConflictError) Explain() string {
+	var b strings.Builder
+	byKind := map[string][]Conflict{}
+	var kinds []string
+	for _, c := range e.Conflicts {
+		if _, ok := byKind[c.Kind]; !ok {
+			kinds = append(kinds, c.Kind)
+		}
+		byKind[c.Kind] = append(byKind[c.Kind], c)
+	}
+	for _, k := range kinds {
+		cs := byKind[k]
+		var others, devs []string
+		for _, c := range cs {
+			if !contains(others, c.Other) {
+				others = append(others, c.Other)
+			}
+			devs = append(devs, c.Device)
+		}
+		how := "engines refuse these names while two specs in one directory define them"
+		if cs[0].Shadowed {
+			how = "that file is in a directory engines rank higher, so it would win and ours would never be used"
+		}
+		fmt.Fprintf(&b, "%s is already defined by %s (%s): %s.\n", k, strings.Join(others, ", "), strings.Join(devs, " "), how)
+		fmt.Fprintf(&b, "  --%s=ours  move %s aside (kept as *%s, which engines do not read) and write ours:\n", flagName(k), strings.Join(others, ", "), ".wsl-gpu-hook.bak")
+		fmt.Fprintf(&b, "             --gpus and --device %s=... then get the folders of the current driver at every start.\n", k)
+		fmt.Fprintf(&b, "             If NVIDIA's nvidia-cdi-refresh service writes it again at boot, disable it:\n")
+		fmt.Fprintf(&b, "             systemctl disable --now nvidia-cdi-refresh.path nvidia-cdi-refresh.service\n")
+		fmt.Fprintf(&b, "  --%s=skip  leave %s to the other producer and write only wsl-gpu-hook.dev/gpu\n", flagName(k), k)
+		fmt.Fprintf(&b, "             (use --device wsl-gpu-hook.dev/gpu=all; --gpus keeps using the other spec).\n")
+	}
+	return b.String()
+}
+
+func flagName(kind string) string {
+	vendor, _, _ := strings.Cut(kind, ".")
+	return vendor + "-kind"
+}
+
+// Detect loads o.ReadDirs as engines do, with files (path -> content; nil
+// removes) in place of what is there, and reports every device of want
+// (qualified names) that does not resolve to the file of ours that defines
+// it.
+func Detect(o Options, files map[string][]byte, want map[string]string) ([]Conflict, error) {
+	tmp, err := os.MkdirTemp("", "wsl-gpu-hook-cdi-check-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	// real maps a copied file back to its system path.
+	real := map[string]string{}
+	var dirs []string
+	for i, dir := range o.ReadDirs {
+		copyDir := filepath.Join(tmp, fmt.Sprint(i))
+		if err := os.Mkdir(copyDir, 0o700); err != nil {
+			return nil, err
+		}
+		dirs = append(dirs, copyDir)
+		entries, err := os.ReadDir(o.path(dir))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("read CDI dir %s: %w", dir, err)
+		}
+		names := map[string][]byte{}
+		for _, e := range entries {
+			if e.IsDir() {
+				continue
+			}
+			data, err := os.ReadFile(filepath.Join(o.path(dir), e.Name()))
+			if err != nil {
+				continue // engines skip it too (a dangling link)
+			}
+			names[e.Name()] = data
+		}
+		for p, data := range files {
+			if path.Dir(p) == path.Clean(dir) {
+				names[path.Base(p)] = data
+			}
+		}
+		for name, data := range names {
+			if data == nil {
+				continue
+			}
+			if err := os.WriteFile(filepath.Join(copyDir, name), data, 0o600); err != nil {
+				return nil, err
+			}
+			real[filepath.Join(copyDir, name)] = path.Join(dir, name)
+		}
+	}
+	cache, _ := cdiapi.NewCache(cdiapi.WithSpecDirs(dirs...), cdiapi.WithAutoRefresh(false))
+	// A conflict within one priority removes the name from the cache and
+	// records an error on both files.
+	conflicting := map[string][]string{}
+	for file, errs := range cache.GetErrors() {
+		for _, err := range errs {
+			for dev := range want {
+				if strings.Contains(err.Error(), fmt.Sprintf("conflicting device %q", dev)) {
+					conflicting[dev] = append(conflicting[dev], real[file])
+				}
+			}
+		}
+	}
+	var out []Conflict
+	devs := make([]string, 0, len(want))
+	for d := range want {
+		devs = append(devs, d)
+	}
+	sort.Strings(devs)
+	for _, dev := range devs {
+		ours := want[dev]
+		kind, _, _ := strings.Cut(dev, "=")
+		if files := conflicting[dev]; len(files) > 0 {
+			sort.Strings(files)
+			for _, f := range files {
+				if f != ours {
+					out = append(out, Conflict{Kind: kind, Device: dev, Other: f})
+				}
+			}
+			continue
+		}
+		d := cache.GetDevice(dev)
+		if d == nil {
+			return nil, fmt.Errorf("CDI device %s from %s does not load: %v", dev, ours, cache.GetErrors())
+		}
+		if got := real[d.GetSpec().GetPath()]; got != ours {
+			out = append(out, Conflict{Kind: kind, Device: dev, Other: got, Shadowed: true})
+		}
+	}
+	return out, nil
+}
+
+// Host is what Plan needs from the host.
+type Host struct {
+	Inventory *driverstore.Inventory
+	Device    devnode.Node
+	LibDir    string
+}
+
+// Plan computes the changes for installing (or, with uninstall, removing)
+// the CDI specs and their refresh unit.
+func Plan(o Options, h Host, uninstall bool) (*install.Plan, error) {
+	p := &planner{&install.Plan{}}
+	unit := []byte(Unit(o))
+	ours, err := oursNow(o)
+	if err != nil {
+		return nil, err
+	}
+	if uninstall {
+		for _, f := range append(ours, o.UnitPath) {
+			if err := p.remove(o, f); err != nil {
+				return nil, err
+			}
+		}
+		p.Next = "disable the refresh: " + systemctl(o) + " disable " + UnitName
+		return p.Plan, nil
+	}
+
+	specs, err := cdispec.Generate(h.Inventory, o.SpecOptions(h.Device, h.LibDir))
+	if err != nil {
+		return nil, err
+	}
+	files, err := Files(o, specs)
+	if err != nil {
+		return nil, err
+	}
+	// Our files that this install does not write any more (a kind now
+	// skipped, the spec name of older versions) go.
+	for _, f := range ours {
+		if _, ok := files[f]; !ok {
+			files[f] = nil
+		}
+	}
+	want := map[string]string{}
+	for _, s := range specs {
+		for _, d := range s.Devices {
+			want[s.Kind+"="+d.Name] = path.Join(o.SpecDir, cdispec.FileName(s.Kind))
+		}
+	}
+	conflicts, err := Detect(o, files, want)
+	if err != nil {
+		return nil, err
+	}
+	var undecided []Conflict
+	for _, c := range conflicts {
+		switch o.Kinds[c.Kind] {
+		case Ours:
+			if _, ok := files[c.Other]; !ok {
+				files[c.Other] = nil
+			}
+		default:
+			undecided = append(undecided, c)
+		}
+	}
+	if len(undecided) > 0 {
+		return nil, &ConflictError{Conflicts: undecided}
+	}
+	// With the other files moved aside, ours must resolve.
+	if again, err := Detect(o, files, want); err != nil {
+		return nil, err
+	} else if len(again) > 0 {
+		return nil, &ConflictError{Conflicts: again}
+	}
+
+	paths := make([]string, 0, len(files))
+	for f := range files {
+		paths = append(paths, f)
+	}
+	sort.Strings(paths)
+	for _, f := range paths {
+		if files[f] == nil {
+			if err := p.remove(o, f); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := p.write(o, f, files[f]); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.write(o, o.UnitPath, unit); err != nil {
+		return nil, err
+	}
+	var kinds []string
+	for _, s := range specs {
+		kinds = append(kinds, s.Kind+"=all")
+	}
+	p.Next = fmt.Sprintf("enable the refresh at boot: %s enable %s; then run with --device %s",
+		systemctl(o), UnitName, strings.Join(kinds, " or --device "))
+	return p.Plan, nil
+}
+
+// planner collects changes, reading the current content under o.Prefix.
+type planner struct{ *install.Plan }
+
+func (p *planner) write(o Options, f string, data []byte) error {
+	old, err := readOptional(o.path(f))
+	if err != nil {
+		return err
+	}
+	if old == nil || !bytes.Equal(old, data) {
+		p.Changes = append(p.Changes, install.Change{Path: f, Old: old, New: data})
+	}
+	return nil
+}
+
+func (p *planner) remove(o Options, f string) error {
+	old, err := readOptional(o.path(f))
+	if err != nil {
+		return err
+	}
+	if old != nil {
+		p.Changes = append(p.Changes, install.Change{Path: f, Old: old})
+	}
+	return nil
+}
+
+func readOptional(p string) ([]byte, error) {
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	return data, nil
+}
+
+// oursNow lists the spec files of ours present in o.SpecDir: every name
+// FileName gives a kind, and the legacy name when it holds our kind.
+func oursNow(o Options) ([]string, error) {
+	var out []string
+	names := []string{cdispec.FileName(cdispec.Kind)}
+	for _, vk := range cdispec.VendorKinds {
+		names = append(names, cdispec.FileName(vk.Kind))
+	}
+	for _, n := range names {
+		f := path.Join(o.SpecDir, n)
+		if data, err := readOptional(o.path(f)); err != nil {
+			return nil, err
+		} else if data != nil {
+			out = append(out, f)
+		}
+	}
+	if o.SpecDir == SystemSpecDir {
+		data, err := readOptional(o.path(LegacySpec))
+		if err != nil {
+			return nil, err
+		}
+		if data != nil && bytes.Contains(data, []byte(`"kind": "`+cdispec.Kind+`"`)) {
+			out = append(out, LegacySpec)
+		}
+	}
+	return out, nil
+}
+
+func systemctl(o Options) string {
+	if o.User {
+		return "systemctl --user"
+	}
+	return "systemctl"
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// GenerateFlags are `cdi generate`'s flags, parsed here so that the unit's
+// ExecStart (GenerateArgs) and the command read the same words.
+type GenerateFlags struct {
+	Dir       string   // write every kind's file here
+	Hook      string   // the spec's hook path; "" for the running binary
+	SkipKinds []string // kinds not to write
+	Output    string   // write one kind's spec to this file ("-": stdout) instead
+	Kind      string   // the kind --output writes
+}
+
+// ParseGenerateArgs reads the words after `cdi generate`.
+func ParseGenerateArgs(args []string) (GenerateFlags, error) {
+	f := GenerateFlags{Kind: cdispec.Kind}
+	for i := 0; i < len(args); i++ {
+		name, val, hasVal := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if !strings.HasPrefix(args[i], "-") {
+			return f, fmt.Errorf("unexpected argument %q", args[i])
+		}
+		if !hasVal {
+			if i+1 >= len(args) {
+				return f, fmt.Errorf("flag %s needs a value", args[i])
+			}
+			i++
+			val = args[i]
+		}
+		switch name {
+		case "dir":
+			f.Dir = val
+		case "hook":
+			f.Hook = val
+		case "skip-kind":
+			f.SkipKinds = append(f.SkipKinds, val)
+		case "output":
+			f.Output = val
+		case "kind":
+			f.Kind = val
+		default:
+			return f, fmt.Errorf("unknown flag %s (--dir DIR, --hook PATH, --skip-kind KIND, --output FILE, --kind KIND)", args[i])
+		}
+	}
+	if f.Dir != "" && f.Output != "" {
+		return f, errors.New("--dir and --output exclude each other")
+	}
+	for _, k := range append(append([]string{}, f.SkipKinds...), f.Kind) {
+		if k != cdispec.Kind && !isVendorKind(k) {
+			return f, fmt.Errorf("unknown kind %q (%s)", k, strings.Join(allKinds(), ", "))
+		}
+	}
+	return f, nil
+}
+
+func isVendorKind(k string) bool {
+	for _, vk := range cdispec.VendorKinds {
+		if vk.Kind == k {
+			return true
+		}
+	}
+	return false
+}
+
+func allKinds() []string {
+	out := []string{cdispec.Kind}
+	for _, vk := range cdispec.VendorKinds {
+		out = append(out, vk.Kind)
+	}
+	return out
+}
+
+// Options turns the flags back into install options: with the same
+// config path, what the unit runs writes what Plan wrote.
+func (f GenerateFlags) Options(hookPath, configPath string) Options {
+	o := Options{HookPath: hookPath, ConfigPath: configPath, SpecDir: f.Dir, ReadDirs: []string{f.Dir}, Kinds: map[string]Choice{}}
+	if f.Dir == SystemSpecDir {
+		o.ReadDirs = []string{SystemSpecDir, SystemRunDir}
+	}
+	if f.Hook != "" {
+		o.HookPath = f.Hook
+	}
+	for _, k := range f.SkipKinds {
+		o.Kinds[k] = Skip
+	}
+	return o
+}
+
+// Sync makes o.SpecDir hold exactly the files for specs: each written
+// only when its bytes change (engines watching the dir see no event
+// otherwise), and our files for kinds no longer generated removed. It
+// returns the paths it changed.
+func Sync(o Options, specs []*cdi.Spec) ([]string, error) {
+	files, err := Files(o, specs)
+	if err != nil {
+		return nil, err
+	}
+	ours, err := oursNow(o)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range ours {
+		if _, ok := files[f]; !ok {
+			files[f] = nil
+		}
+	}
+	paths := make([]string, 0, len(files))
+	for f := range files {
+		paths = append(paths, f)
+	}
+	sort.Strings(paths)
+	var changed []string
+	for _, f := range paths {
+		full := o.path(f)
+		old, err := readOptional(full)
+		if err != nil {
+			return changed, err
+		}
+		switch {
+		case files[f] == nil:
+			if err := os.Remove(full); err != nil {
+				return changed, err
+			}
+		case old != nil && bytes.Equal(old, files[f]):
+			continue
+		default:
+			if err := atomicfile.Write(full, files[f], 0o644, atomicfile.Keep); err != nil {
+				return changed, err
+			}
+		}
+		changed = append(changed, f)
+	}
+	return changed, nil
+}

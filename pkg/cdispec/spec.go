@@ -1,0 +1,202 @@
+package cdispec
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/pkg/parser"
+	cdi "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
+)
+
+// Kinds the generator writes.
+const (
+	// Kind is our own: users write Kind + "=all", "=nvidia", "=0", "=0x4486d1".
+	Kind = "wsl-gpu-hook.dev/gpu"
+	// NVIDIAKind is the name podman 5 and Docker 29.2+ turn --gpus into.
+	NVIDIAKind = "nvidia.com/gpu"
+	// AMDKind is the name Docker 29.3+ turns --gpus into on AMD hosts.
+	AMDKind = "amd.com/gpu"
+)
+
+// HookCommand is the hook's command word, after HookArgs.
+const HookCommand = "cdi-hook"
+
+// VendorKinds maps each vendor kind to the vendor whose adapters it names.
+var VendorKinds = []struct {
+	Kind   string
+	Vendor driverstore.Vendor
+}{
+	{NVIDIAKind, driverstore.NVIDIA},
+	{AMDKind, driverstore.AMD},
+}
+
+// mountOptions match what runtimes do for host library folders.
+var mountOptions = []string{"ro", "nosuid", "nodev", "rbind", "rprivate"}
+
+// Options is what the specs point at: nothing in it changes when Windows
+// updates a driver.
+type Options struct {
+	// Device is the host's /dev/dxg; only its path is written.
+	Device devnode.Node
+	// LibDir is the host lib dir (its name is WSL's, not a driver's).
+	LibDir string
+	// HookPath and HookArgs run `wsl-gpu-hook [--config FILE] cdi-hook`
+	// at createContainer: HookArgs is the argv before HookCommand.
+	HookPath string
+	HookArgs []string
+	// SkipKinds lists vendor kinds not to write (another producer owns
+	// them, see pkg/cdiinstall).
+	SkipKinds []string
+}
+
+// Generate builds one spec per kind for the adapters in inv: our own kind
+// always, a vendor kind when that vendor has an adapter. The specs name no
+// driver store folder: each device carries its selection in an environment
+// variable (EnvName, Selection) that the createContainer hook resolves at
+// every container start, so a driver update, which renames the folder,
+// leaves the specs valid. Only a change in the set of adapters changes them.
+func Generate(inv *driverstore.Inventory, opt Options) ([]*cdi.Spec, error) {
+	if len(inv.Adapters) == 0 {
+		return nil, errors.New("the host reports no GPU adapter: nothing to put in a CDI spec (see wsl-gpu-hook info)")
+	}
+	var specs []*cdi.Spec
+
+	own := newSpec(Kind, opt)
+	add := func(s *cdi.Spec, name string, sel Selection) {
+		s.Devices = append(s.Devices, cdi.Device{
+			Name:           name,
+			ContainerEdits: cdi.ContainerEdits{Env: []string{EnvName(s.Kind, name) + "=" + sel.String()}},
+		})
+	}
+	add(own, "all", Selection{All: true, Index: -1})
+	seen := map[driverstore.Vendor]bool{}
+	for _, a := range inv.Adapters {
+		if !seen[a.Vendor] {
+			seen[a.Vendor] = true
+			add(own, string(a.Vendor), Selection{Vendor: a.Vendor, Index: -1})
+		}
+	}
+	for _, a := range inv.Adapters {
+		add(own, strconv.Itoa(a.Index), Selection{Index: a.Index})
+	}
+	// A LUID lives for one boot: these devices change the spec at every
+	// boot, which the refresh unit rewrites. They serve tools that print
+	// LUIDs (D3D12, DXCore, CUDA on WSL).
+	for _, a := range inv.Adapters {
+		if a.LUID.Uint64() != 0 {
+			add(own, a.LUID.String(), Selection{LUID: a.LUID, Index: -1})
+		}
+	}
+	specs = append(specs, own)
+
+	for _, vk := range VendorKinds {
+		if !seen[vk.Vendor] || contains(opt.SkipKinds, vk.Kind) {
+			continue
+		}
+		s := newSpec(vk.Kind, opt)
+		add(s, "all", Selection{Vendor: vk.Vendor, Index: -1})
+		n := 0
+		for _, a := range inv.Adapters {
+			if a.Vendor == vk.Vendor {
+				add(s, strconv.Itoa(n), Selection{Vendor: vk.Vendor, Index: n})
+				n++
+			}
+		}
+		specs = append(specs, s)
+	}
+
+	for _, s := range specs {
+		v, err := cdi.MinimumRequiredVersion(s)
+		if err != nil {
+			return nil, fmt.Errorf("CDI version: %w", err)
+		}
+		s.Version = v
+		if err := Validate(s); err != nil {
+			return nil, err
+		}
+	}
+	return specs, nil
+}
+
+// newSpec has the edits every device of a kind shares: the node, the lib
+// dir and the hook. Engines apply a spec's top-level edits once per
+// container however many of its devices it gets.
+func newSpec(kind string, opt Options) *cdi.Spec {
+	perm := os.FileMode(0o666)
+	return &cdi.Spec{
+		Kind: kind,
+		ContainerEdits: cdi.ContainerEdits{
+			// No major:minor: dxg is a misc device with a dynamic minor,
+			// so the engine stats the host path at every start instead.
+			DeviceNodes: []*cdi.DeviceNode{{
+				Path: mounts.ContainerDevice, HostPath: opt.Device.Path, Type: "c",
+				FileMode: &perm, Permissions: "rwm",
+			}},
+			Mounts: []*cdi.Mount{{HostPath: opt.LibDir, ContainerPath: mounts.ContainerLibDir, Options: mountOptions}},
+			Hooks: []*cdi.Hook{{
+				HookName: "createContainer", Path: opt.HookPath,
+				Args: append(append([]string{}, opt.HookArgs...), HookCommand),
+			}},
+			// Keeps the wsl-gpu-runtime wrapper, which reads the request
+			// env before the container exists, from adding the GPU a
+			// second time. The OCI hooks leave a container whose spec has
+			// the node and the lib dir alone whatever the env says
+			// (gpuplan.Skip), and the CDI hook skips folders already there.
+			Env: []string{"WSL_GPU_DEVICES=void"},
+		},
+	}
+}
+
+// Validate checks what engines check when they load a spec.
+func Validate(spec *cdi.Spec) error {
+	var errs []error
+	vendor, class := parser.ParseQualifier(spec.Kind)
+	errs = append(errs, parser.ValidateVendorName(vendor), parser.ValidateClassName(class), cdi.ValidateVersion(spec))
+	for _, d := range spec.Devices {
+		errs = append(errs, parser.ValidateDeviceName(d.Name))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("generated CDI spec %s is invalid: %w", spec.Kind, err)
+	}
+	return nil
+}
+
+// FileName is the spec's file name in a CDI directory. Our kind gets the
+// library's name for it (wsl-gpu-hook.dev-gpu.json); a vendor's kind gets
+// the library's transient-style name with our name as the id
+// (nvidia.com-gpu_wsl-gpu-hook.json), which says who wrote it and never
+// collides with the vendor's own files (NVIDIA's nvidia.yaml).
+func FileName(kind string) string {
+	vendor, class := parser.ParseQualifier(kind)
+	if kind == Kind {
+		return cdiapi.GenerateSpecName(vendor, class) + ".json"
+	}
+	return cdiapi.GenerateTransientSpecName(vendor, class, "wsl-gpu-hook") + ".json"
+}
+
+// Marshal is the bytes every writer of a spec uses, so `cdi generate`, the
+// boot unit and `install cdi` compare and write the same file.
+func Marshal(spec *cdi.Spec) ([]byte, error) {
+	data, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,13 @@
+// Package wrapper is wsl-gpu-runtime: an OCI runtime that, on create or
+// run of a container asking for the GPU, adds /dev/dxg and the hook to the
+// bundle's config.json (package specpatch) and then execs the real runtime
+// with its arguments untouched.
+//
+// Engines that pick a runtime per container (Docker --runtime, containerd
+// runtime handlers, Kubernetes RuntimeClass) use it where no OCI hook can be
+// configured. The runtime then makes the node and owns its device rule,
+// which survives `runc update` and systemd reloads.
+//
+// Errors go where engines read a runtime's errors: stderr, and runc's --log
+// file in its --log-format (containerd's shim and Docker show that one).
+package wrapper
