@@ -140,7 +140,8 @@ func (m *matrix) startDockerIn(t *testing.T, w world) (docker func(args ...strin
 		"--iptables=false", "--ip6tables=false", "--bridge=none", "--storage-driver=vfs")
 	stop = func() { d.stop(t) }
 	docker = func(args ...string) (string, error) {
-		return d.exec(t, "", append([]string{"docker", "-H", "unix://" + sock}, args...)...)
+		// /usr/bin: Debian's CLI in each world, whatever else is on PATH.
+		return d.exec(t, "", append([]string{"/usr/bin/docker", "-H", "unix://" + sock}, args...)...)
 	}
 	deadline := time.Now().Add(3 * time.Minute) // slow on a loaded 2-core machine
 	for {
@@ -153,7 +154,7 @@ func (m *matrix) startDockerIn(t *testing.T, w world) (docker func(args ...strin
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	if out, err := d.exec(t, m.e.imgTar, "docker", "-H", "unix://"+sock, "import", "-", "wslgpu-test"); err != nil {
+	if out, err := d.exec(t, m.e.imgTar, "/usr/bin/docker", "-H", "unix://"+sock, "import", "-", "wslgpu-test"); err != nil {
 		stop()
 		t.Fatalf("docker import: %v\n%s", err, out)
 	}

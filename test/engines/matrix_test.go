@@ -336,9 +336,13 @@ func shortTemp(t *testing.T, prefix string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		// conmon's `podman container cleanup` may still hold the mount
-		// namespace where podman made its storage dir a mount point.
-		for i := 0; os.RemoveAll(dir) != nil && i < 60; i++ {
+		// conmon starts `podman container cleanup --root DIR/...` when a
+		// container exits; it may still run, and recreate files, after
+		// podman run returned: wait for every process naming dir.
+		for i := 0; processNaming(dir) && i < 60; i++ {
+			time.Sleep(500 * time.Millisecond)
+		}
+		for i := 0; os.RemoveAll(dir) != nil && i < 20; i++ {
 			time.Sleep(500 * time.Millisecond)
 		}
 		if _, err := os.Stat(dir); err == nil {
@@ -346,4 +350,15 @@ func shortTemp(t *testing.T, prefix string) string {
 		}
 	})
 	return dir
+}
+
+// processNaming reports whether a running process has s in its command line.
+func processNaming(s string) bool {
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range cmdlines {
+		if data, err := os.ReadFile(c); err == nil && bytes.Contains(data, []byte(s)) {
+			return true
+		}
+	}
+	return false
 }
