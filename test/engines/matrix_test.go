@@ -292,9 +292,15 @@ func (m *matrix) hostClean(t *testing.T, mountsBefore string) {
 	if l := grepLines(string(data), m.e.dir); l != "" {
 		t.Errorf("mounts of the test's scratch dir leaked into the host:\n%s", l)
 	}
-	for _, p := range []string{"/run/cdi/wsl-gpu-hook.json", "/run/cdi/nvidia.com-gpu.json", "/run/podman-test"} {
-		if _, err := os.Lstat(p); err == nil {
-			t.Errorf("%s appeared on the host", p)
+	if _, err := os.Lstat("/run/podman-test"); err == nil {
+		t.Errorf("/run/podman-test appeared on the host")
+	}
+	// Our specs name this run's hook, under m.e.dir.
+	specs, _ := filepath.Glob("/run/cdi/*")
+	etc, _ := filepath.Glob("/etc/cdi/*")
+	for _, p := range append(specs, etc...) {
+		if data, err := os.ReadFile(p); err == nil && bytes.Contains(data, []byte(m.e.dir)) {
+			t.Errorf("this run's CDI spec %s appeared on the host", p)
 		}
 	}
 }
