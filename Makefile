@@ -5,7 +5,7 @@ BIN     := bin
 LDFLAGS := -s -w -X main.version=$(VERSION)
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build tools setup demo test unit e2e lint bench fuzz clean engines
+.PHONY: all build tools setup demo test unit e2e lint bench fuzz clean deb deb-test engines
 
 all: build
 
@@ -60,6 +60,14 @@ bench: setup
 FUZZTIME ?= 60s
 fuzz:
 	./hack/fuzz.sh $(FUZZTIME)
+
+## deb: the amd64 Debian package, bin/wsl-gpu-hook_<version>_amd64.deb (packaging/deb)
+deb:
+	./hack/deb.sh $(BIN)
+
+## deb-test: install, run, remove and purge the package in Debian 12 and 13 roots (root)
+deb-test:
+	$(GO) test -count=1 -timeout 30m ./test/deb/
 
 clean:
 	rm -rf $(BIN)

@@ -27,6 +27,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
@@ -175,7 +176,7 @@ func BenchmarkReadInput(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := readInput(cfg, strings.NewReader(st)); err != nil {
+		if _, err := readInput(cfg, strings.NewReader(st), false); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -193,7 +194,7 @@ func BenchmarkEnumerate(b *testing.B) {
 func BenchmarkPlan(b *testing.B) {
 	h := newBenchHost(b)
 	bundle := h.bundle(b)
-	in, err := readInput(h.cfg, strings.NewReader(state(bundle, 1)))
+	in, err := readInput(h.cfg, strings.NewReader(state(bundle, 1)), false)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -220,7 +221,7 @@ func BenchmarkInventory(b *testing.B) {
 func BenchmarkLdcacheScan(b *testing.B) {
 	h := newBenchHost(b)
 	for b.Loop() {
-		if _, err := ldcacheEntries(h.cfg); err != nil {
+		if _, err := ldcache.ScanDir(h.cfg.LibDir, mounts.ContainerLibDir); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -231,7 +232,7 @@ func BenchmarkLdcacheScan(b *testing.B) {
 func BenchmarkApply(b *testing.B) {
 	h := newBenchHost(b)
 	bundle := h.bundle(b)
-	in, err := readInput(h.cfg, strings.NewReader(state(bundle, 1)))
+	in, err := readInput(h.cfg, strings.NewReader(state(bundle, 1)), false)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -13,9 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devcgroup"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
@@ -28,7 +27,7 @@ func runHook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader) error {
 	logger, closeLog := newLogger(cfg)
 	defer closeLog()
 	log := logger.WithField("stage", stage)
-	if err := hook(stage, cfg, stdin, log); err != nil {
+	if err := hook(stage, cfg, stdin, log, false); err != nil {
 		log.Errorf("%v", err)
 		return fmt.Errorf("%s: %w", stage, err)
 	}
@@ -36,15 +35,21 @@ func runHook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader) error {
 }
 
 // hook is the whole OCI hook: read the container, decide, log the plan,
-// carry it out. The decisions are gpuplan's.
-func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, log *logrus.Entry) error {
-	in, err := readInput(cfg, stdin)
+// carry it out. The decisions are gpuplan's. fromCDI: this is the CDI
+// specs' hook, and the request is the CDI devices' selections.
+func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, log *logrus.Entry, fromCDI bool) error {
+	in, err := readInput(cfg, stdin, fromCDI)
 	if err != nil {
 		return err
 	}
 	log = log.WithFields(logrus.Fields{"bundle": in.bundle, "pid": in.pid})
 	c := gpuplan.FromSpec(in.spec, stage, in.pid, in.req, userns.RunningInUserNS())
-	if why := c.Skip(); why != "" {
+	c.Injected = fromCDI
+	if fromCDI && len(in.cdi.Selections) == 0 {
+		log.Infof("no CDI device of ours selects an adapter: nothing to do")
+		return nil
+	}
+	if why := c.Skip(); why != "" && !fromCDI {
 		if c.Request.None() {
 			log.Debugf("%s", why)
 		} else {
@@ -71,11 +76,18 @@ func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, log *logrus.E
 	if err != nil {
 		return err
 	}
+	if fromCDI {
+		// Selections name adapters by vendor and index among the vendor's,
+		// which only the inventory resolves.
+		if c.Request, err = in.cdi.ToRequest(host.Inventory.Adapters); err != nil {
+			return err
+		}
+	}
 	plan, err := gpuplan.Decide(c, host)
 	if err != nil {
 		return err
 	}
-	log.Infof("request %s selects %d of %d adapters", in.req.Source, len(plan.Selected), len(host.Inventory.Adapters))
+	log.Infof("request %s selects %d of %d adapters", c.Request.Source, len(plan.Selected), len(host.Inventory.Adapters))
 	for _, w := range plan.Warnings {
 		log.Warnf("%v", w)
 	}
@@ -99,9 +111,10 @@ type input struct {
 	rootfs string
 	spec   *oci.Spec
 	req    request.Request
+	cdi    cdispec.Request // the CDI devices' selections, for the CDI hook
 }
 
-func readInput(cfg config.Config, stdin io.Reader) (*input, error) {
+func readInput(cfg config.Config, stdin io.Reader, fromCDI bool) (*input, error) {
 	st, err := oci.ReadState(stdin)
 	if err != nil {
 		return nil, err
@@ -114,11 +127,19 @@ func readInput(cfg config.Config, stdin io.Reader) (*input, error) {
 	if err != nil {
 		return nil, err
 	}
-	req, err := request.FromSpec(spec, cfg.RequestEnv, cfg.RequestAnnotation)
-	if err != nil {
+	in := &input{bundle: st.Bundle, pid: st.Pid, rootfs: rootfs, spec: spec}
+	if fromCDI {
+		var env []string
+		if spec.Process != nil {
+			env = spec.Process.Env
+		}
+		in.cdi, err = cdispec.FromEnv(env)
+		return in, err
+	}
+	if in.req, err = request.FromSpec(spec, cfg.RequestEnv, cfg.RequestAnnotation); err != nil {
 		return nil, fmt.Errorf("%w: fix the container's GPU request", err)
 	}
-	return &input{bundle: st.Bundle, pid: st.Pid, rootfs: rootfs, spec: spec, req: req}, nil
+	return in, nil
 }
 
 func hostOptions(cfg config.Config) gpuhost.Options {
@@ -174,16 +195,4 @@ func newLogger(cfg config.Config) (*logrus.Logger, func()) {
 	}
 	log.SetOutput(f)
 	return log, func() { f.Close() }
-}
-
-// statDevice and nvidiaSmi serve cdi.go until its hook decides through
-// gpuplan too.
-func statDevice(p string) (devnode.Node, error) { return devnode.Stat(p) }
-
-func nvidiaSmi(cfg config.Config, folders []string) string {
-	inv := &driverstore.Inventory{LibDir: cfg.LibDir}
-	for _, f := range folders {
-		inv.Folders = append(inv.Folders, driverstore.Folder{Name: f, HostPath: filepath.Join(cfg.DriversDir, f), Vendor: driverstore.NVIDIA})
-	}
-	return gpuplan.NvidiaSmiLink(driverstore.FindNvidiaSmi(inv), folders)
 }

@@ -58,6 +58,10 @@ func runInstall(cfg config.Config, args []string, stdout io.Writer, uninstall bo
 	}
 	o.HookPath, o.BinDir = *hook, filepath.Dir(*hook)
 	o.Annotation = cfg.RequestAnnotation
+	if o.Prefix == "" {
+		// Files a package installed stay the package manager's.
+		o.Owner = install.DpkgOwner
+	}
 
 	for _, engine := range engines {
 		var p *install.Plan

@@ -45,6 +45,7 @@ func main() {
 const usage = `usage:
   wsl-gpu-hook [--config FILE] prestart|createRuntime|createContainer   (OCI hook: state on stdin)
   wsl-gpu-hook [--config FILE] info [--json]                              (list GPU adapters)
+  wsl-gpu-hook [--config FILE] doctor [--json] [--root DIR]               (check the host and engines; exit 1 on a failure)
   wsl-gpu-hook runtime RUNC-ARGS...                                      (OCI runtime wrapper; also as wsl-gpu-runtime)
   wsl-gpu-hook [--config FILE] cdi generate [--dir DIR] [--hook PATH] [--skip-kind KIND]...
                                            (write the CDI specs, default /etc/cdi; --output FILE|- [--kind KIND] for one)
@@ -62,7 +63,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if filepath.Base(args[0]) == wsl.WrapperName {
 		return runRuntime(args[1:])
 	}
-	fs := flag.NewFlagSet("wsl-gpu-hook", flag.ContinueOnError)
+	fs := flag.NewFlagSet(wsl.HookName, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfgPath := fs.String("config", "", "configuration file (default "+config.DefaultPath+")")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -99,6 +100,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	switch cmd {
 	case "info":
 		return runInfo(cfg, cmdArgs, stdout)
+	case "doctor":
+		return runDoctor(cfg, cmdArgs, stdout)
 	case "cdi":
 		return runCDI(cfg, cmdArgs, stdout)
 	case "cdi-hook":

@@ -11,6 +11,8 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 )
 
 // Node is a character device on the host, as stat found it.
@@ -26,13 +28,15 @@ func (n Node) String() string { return fmt.Sprintf("c %d:%d", n.Major, n.Minor) 
 // Rdev is the node's device number as stat and mknod take it.
 func (n Node) Rdev() uint64 { return unix.Mkdev(n.Major, n.Minor) }
 
-// Stat returns the character device at path. Its errors say what to do:
-// a missing node means this is not a WSL2 VM with GPU paravirtualization.
+// Stat returns the character device at path. Its errors say what to do: a
+// missing node is dxcore.ErrNoDevice, not a WSL2 VM with GPU
+// paravirtualization.
 func Stat(path string) (Node, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return Node{}, fmt.Errorf("%s does not exist: not a WSL2 VM with GPU paravirtualization: run this inside WSL2 with a current Windows GPU driver, or set dxg_device in the config", path)
+			// The same advice as when enumeration cannot open it.
+			return Node{}, fmt.Errorf("%s does not exist: %w", path, dxcore.ErrNoDevice)
 		}
 		return Node{}, fmt.Errorf("stat %s: %w", path, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 )
 
 func TestStat(t *testing.T) {
@@ -19,7 +21,7 @@ func TestStat(t *testing.T) {
 	}{
 		// /dev/null is 1:3 on every Linux system.
 		{name: "character device", path: "/dev/null", want: Node{Path: "/dev/null", Major: 1, Minor: 3}},
-		{name: "missing", path: filepath.Join(dir, "dxg"), wantErr: filepath.Join(dir, "dxg") + " does not exist: not a WSL2 VM with GPU paravirtualization: run this inside WSL2 with a current Windows GPU driver, or set dxg_device in the config"},
+		{name: "missing", path: filepath.Join(dir, "dxg"), wantErr: filepath.Join(dir, "dxg") + " does not exist: " + dxcore.ErrNoDevice.Error()},
 		{name: "regular file", path: file, wantErr: file + " is not a character device: point dxg_device in the config at WSL's GPU device"},
 		{name: "directory", path: dir, wantErr: "is not a character device"},
 	}

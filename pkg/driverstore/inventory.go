@@ -9,12 +9,13 @@ import (
 	"strings"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
 // Where WSL mounts the GPU libraries and the Windows driver store.
 const (
-	DefaultLibDir     = "/usr/lib/wsl/lib"
-	DefaultDriversDir = "/usr/lib/wsl/drivers"
+	DefaultLibDir     = wsl.LibDir
+	DefaultDriversDir = wsl.DriversDir
 )
 
 // Options tunes Build.
@@ -42,7 +43,13 @@ type Adapter struct {
 	// Folder is the on-disk folder name under the drivers dir; "" when it
 	// could not be resolved, and then Err says why.
 	Folder string
-	Err    error
+	// Registry is the folder's name as the host's registry spells it. It
+	// differs from Folder only in case: the host's drivers dir is a Windows
+	// share and finds either, but a driver in a container builds its path
+	// from the registry's spelling (libdxg keeps the case) and looks it up
+	// on a case-sensitive mount.
+	Registry string
+	Err      error
 }
 
 // Inventory is what the host offers a container: the lib dir, the adapters
@@ -154,7 +161,7 @@ func Build(adapters []dxcore.Adapter, opt Options) (*Inventory, error) {
 			inv.Adapters = append(inv.Adapters, ad)
 			continue
 		}
-		ad.Folder = res.name
+		ad.Folder, ad.Registry = res.name, name
 		hostPath := filepath.Join(inv.DriversDir, res.name)
 		if ad.Vendor == Unknown {
 			has, ok := markers[res.name]

@@ -105,6 +105,9 @@ func TestBuildCaseInsensitive(t *testing.T) {
 	if !strings.Contains(npu.DriverStorePath, "KIPUDRV.INF") || npu.Folder != "kipudrv.inf_amd64_5d9e7c7a1b3f2e08" || npu.Err != nil {
 		t.Errorf("NPU: path %q -> folder %q, err %v", npu.DriverStorePath, npu.Folder, npu.Err)
 	}
+	if npu.Registry != "KIPUDRV.INF_AMD64_5D9E7C7A1B3F2E08" {
+		t.Errorf("NPU: registry spelling %q, want the host's KIPUDRV.INF_AMD64_5D9E7C7A1B3F2E08", npu.Registry)
+	}
 }
 
 func TestBuildMissingFolder(t *testing.T) {

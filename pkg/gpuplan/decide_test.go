@@ -156,6 +156,26 @@ func TestDecide(t *testing.T) {
 			want: []string{"cgroup init", "enter mountns", node, libDir, nvidiaBind, ldconf, cache, smiLib},
 		},
 		{
+			// libdxcore in the container builds the folder's path from the
+			// registry's spelling, on a case-sensitive mount.
+			name: "a folder the registry spells in another case is mounted under that spelling, the disk name a link to it",
+			c: func(t *testing.T) Container {
+				return Container{Stage: Prestart, Pid: 7, Request: req(t, "WSL_GPU_DEVICES=intel")}
+			},
+			host: func(h *Host) { h.Inventory.Adapters[0].Registry = "IIGD_DCH.INF_AMD64_1" },
+			want: []string{"cgroup init", "enter mountns", node, libDir,
+				"bind /usr/lib/wsl/drivers/IIGD_DCH.INF_AMD64_1 <- /host/drivers/" + intelFolder,
+				"symlink /usr/lib/wsl/drivers/" + intelFolder + " <- IIGD_DCH.INF_AMD64_1", ldconf, cache},
+		},
+		{
+			name: "a registry spelling equal to the disk name adds no link",
+			c: func(t *testing.T) Container {
+				return Container{Stage: Prestart, Pid: 7, Request: req(t, "WSL_GPU_DEVICES=intel")}
+			},
+			host: func(h *Host) { h.Inventory.Adapters[0].Registry = intelFolder },
+			want: []string{"cgroup init", "enter mountns", node, libDir, intelBind, ldconf, cache},
+		},
+		{
 			name: "WSL_GPU_DEVICES=0 is adapter 0",
 			c: func(t *testing.T) Container {
 				return Container{Stage: Prestart, Pid: 7, Request: req(t, "WSL_GPU_DEVICES=0")}

@@ -33,6 +33,10 @@
 //     goes on without it (a warning) unless no selected adapter has a
 //     folder, which fails: a container started so would only look as if it
 //     had a GPU.
+//   - A folder is mounted under the name the host's registry spells it
+//     with, which a driver in the container builds its path from, on a
+//     case-sensitive mount; where that differs from the name on disk (in
+//     case), the disk name becomes a link to it.
 //   - nvidia-smi is linked when an NVIDIA adapter is selected: from the lib
 //     dir where current drivers put it, else from the first selected
 //     folder holding one (older drivers).

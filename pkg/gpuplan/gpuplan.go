@@ -199,6 +199,7 @@ func Decide(c Container, h Host) (Plan, error) {
 	p.Selected = selected
 
 	var folders []string
+	spellings := map[string]string{}
 	var firstErr error
 	seen := map[string]bool{}
 	nvidia := false
@@ -218,6 +219,9 @@ func Decide(c Container, h Host) (Plan, error) {
 		if !seen[a.Folder] {
 			seen[a.Folder] = true
 			folders = append(folders, a.Folder)
+			if a.Registry != "" && a.Registry != a.Folder {
+				spellings[a.Folder] = a.Registry
+			}
 		}
 		nvidia = nvidia || a.Vendor == driverstore.NVIDIA
 	}
@@ -236,6 +240,7 @@ func Decide(c Container, h Host) (Plan, error) {
 		LibDir:     inv.LibDir,
 		DriversDir: inv.DriversDir,
 		Folders:    folders,
+		Spellings:  spellings,
 		Ldcache:    h.Ldcache,
 	}
 	if nvidia {

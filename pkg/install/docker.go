@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
 // Docker plans what Docker needs: the link nvidia-container-runtime-hook
@@ -99,6 +101,9 @@ func planLink(o Options, name string, uninstall bool) (*Change, error) {
 	}
 	ours := target != "" && linksTo(p, target, o.HookPath)
 	switch {
+	case ours && uninstall && o.owner(p) != "":
+		// The package's link: removing it would break the package.
+		return nil, nil
 	case ours && uninstall:
 		return &Change{Path: p, Link: target, Remove: true}, nil
 	case ours, uninstall:
@@ -111,7 +116,7 @@ func planLink(o Options, name string, uninstall bool) (*Change, error) {
 // target is the link's target, "" when p is not a link.
 func foreign(p, target string) error {
 	switch {
-	case filepath.Base(target) == "wsl-gpu-hook":
+	case filepath.Base(target) == wsl.HookName:
 		return fmt.Errorf("%s links to another wsl-gpu-hook (%s): uninstall that one first with `%s uninstall docker`", p, target, target)
 	case filepath.Base(p) == nvidiaHook:
 		return fmt.Errorf("%s is NVIDIA's nvidia-container-toolkit hook: remove the toolkit or use `wsl-gpu-hook install cdi` instead", p)

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
@@ -24,6 +26,38 @@ type Options struct {
 	// Annotation is the OCI annotation that asks for GPUs (the config's
 	// request_annotation); "" means DefaultAnnotation.
 	Annotation string
+	// Owner names the package that owns a system path (dpkg's view), ""
+	// for none; nil means no package owns anything. A file a package
+	// installed is the package manager's: uninstall leaves it, and install
+	// does not rewrite it (see DpkgOwner).
+	Owner func(path string) string
+}
+
+// owner is o.Owner(p), or "" without an Owner.
+func (o Options) owner(p string) string {
+	if o.Owner == nil {
+		return ""
+	}
+	return o.Owner(p)
+}
+
+// DpkgOwner asks dpkg which package owns path, as `dpkg-query -S` does;
+// "" when none does or dpkg is not there.
+func DpkgOwner(path string) string {
+	out, err := exec.Command("dpkg-query", "-S", path).Output()
+	if err != nil {
+		return ""
+	}
+	// "pkg[:arch][, pkg2]: /path"; a diversion line starts "diversion by".
+	for _, line := range strings.Split(string(out), "\n") {
+		pkgs, p, ok := strings.Cut(line, ": ")
+		if ok && p == path && !strings.HasPrefix(pkgs, "diversion by") {
+			pkg, _, _ := strings.Cut(pkgs, ",")
+			pkg, _, _ = strings.Cut(pkg, ":")
+			return strings.TrimSpace(pkg)
+		}
+	}
+	return ""
 }
 
 // DefaultAnnotation is the request annotation of the default configuration.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
 // Podman plans podman's (and CRI-O's) hooks.d file. hooks.d can match a
@@ -24,7 +26,14 @@ func Podman(o Options, uninstall bool) (*Plan, error) {
 	if uninstall {
 		p.Next = "nothing to restart: podman reads hooks.d for every container"
 	}
-	old, err := readOptional(o, hooksDFile)
+	// The hooks.d file in /usr/share is the package's when a package
+	// installed it; the admin's override of the same name in /etc masks it.
+	file := hooksDFile
+	pkg := o.owner(hooksDFile)
+	if pkg != "" {
+		file = hooksDAdmin
+	}
+	old, err := readOptional(o, file)
 	if err != nil {
 		return nil, refuse([]error{err})
 	}
@@ -34,22 +43,34 @@ func Podman(o Options, uninstall bool) (*Plan, error) {
 		} `json:"hook"`
 	}
 	if old != nil {
-		if _, err := parseJSONDoc(hooksDFile, old); err != nil {
+		if _, err := parseJSONDoc(file, old); err != nil {
 			return nil, refuse([]error{err})
 		}
 		_ = json.Unmarshal(old, &have) // the shape is checked by parseJSONDoc; a field of another type reads as not ours
 	}
 	if uninstall {
 		if old != nil && have.Hook.Path == o.HookPath {
-			p.Changes = append(p.Changes, Change{Path: hooksDFile, Old: old})
+			p.Changes = append(p.Changes, Change{Path: file, Old: old})
+		}
+		if pkg != "" {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("%s belongs to the package %s and stays: apt-get remove %s removes it", hooksDFile, pkg, pkg))
 		}
 		return p, nil
 	}
-	if _, err := os.Lstat(o.path(hooksDAdmin)); err == nil {
+	want := HooksD(o.HookPath, o.annotation())
+	if pkg != "" {
+		pkgFile, err := readOptional(o, hooksDFile)
+		if err != nil {
+			return nil, refuse([]error{err})
+		}
+		if bytes.Equal(pkgFile, want) && old == nil {
+			return p, nil // the package's file is what install would write
+		}
+	} else if _, err := os.Lstat(o.path(hooksDAdmin)); err == nil {
 		p.Warnings = append(p.Warnings, fmt.Sprintf("%s exists and masks %s: podman runs the one in /etc", hooksDAdmin, hooksDFile))
 	}
-	if want := HooksD(o.HookPath, o.annotation()); !bytes.Equal(old, want) {
-		p.Changes = append(p.Changes, Change{Path: hooksDFile, Old: old, New: want})
+	if !bytes.Equal(old, want) {
+		p.Changes = append(p.Changes, Change{Path: file, Old: old, New: want})
 	}
 	return p, nil
 }
@@ -72,7 +93,7 @@ func HooksD(hookPath, annotation string) []byte {
 		Stages  []string `json:"stages"`
 	}{
 		Version: "1.0.0",
-		Hook:    hook{Path: hookPath, Args: []string{"wsl-gpu-hook", "prestart"}},
+		Hook:    hook{Path: hookPath, Args: []string{wsl.HookName, "prestart"}},
 		When:    when{Annotations: map[string]string{"^" + regexp.QuoteMeta(annotation) + "$": ".+"}},
 		Stages:  []string{"prestart"},
 	}, "", "  ")

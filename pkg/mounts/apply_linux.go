@@ -1,6 +1,7 @@
 package mounts
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -201,8 +202,13 @@ func (a *applier) device(s Step) (Op, error) {
 	case err != nil:
 		return OpStat, err
 	case st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == dev:
-		// The runtime (or CDI) already made the right node; make sure anyone
-		// in the container can open it, as on a WSL host.
+		// The runtime (or CDI, or an earlier run of this hook) already
+		// made the right node; make sure anyone in the container can open
+		// it, as on a WSL host.
+		if st.Mode&0o777 == 0o666 {
+			a.log.Infof("keep %s: already the GPU device", s.Target)
+			return "", nil
+		}
 		return OpChmod, unix.Fchmodat(int(dir.Fd()), base, 0o666, 0)
 	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
 		return OpReplace, fmt.Errorf("the image has a directory at %s: remove it from the image", s.Target)
@@ -301,7 +307,42 @@ func (a *applier) bind(s Step) (Op, error) {
 		return OpOpenMountPoint, err
 	}
 	defer target.Close()
+	if done, err := alreadyBound(s.Source, target); err != nil {
+		return OpStat, err
+	} else if done {
+		// A second run of the hook (two stages, the wrapper's hook next to
+		// Docker's, a CDI hook after hooks.d): one mount per path.
+		a.log.Infof("keep %s: %s is already mounted there read-only", s.Target, s.Source)
+		return "", nil
+	}
 	return a.mountOnto(s.Source, target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+}
+
+// boundFlags are the mount flags every bind of the hook carries.
+const boundFlags = unix.ST_RDONLY | unix.ST_NOSUID | unix.ST_NODEV
+
+// alreadyBound reports whether target (an O_PATH handle, which resolves to
+// whatever is mounted on the mount point) is the source directory itself,
+// mounted read-only, nosuid and nodev: what a bind of this step left. The
+// same inode on the same device is the same directory; an image cannot
+// fake it, and a writable mount of it does not count.
+func alreadyBound(source string, target *os.File) (bool, error) {
+	var src, dst unix.Stat_t
+	if err := unix.Stat(source, &src); err != nil {
+		// open_tree reports it with the advice that fits.
+		return false, nil
+	}
+	if err := unix.Fstat(int(target.Fd()), &dst); err != nil {
+		return false, err
+	}
+	if src.Dev != dst.Dev || src.Ino != dst.Ino {
+		return false, nil
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(int(target.Fd()), &fs); err != nil {
+		return false, err
+	}
+	return fs.Flags&boundFlags == boundFlags, nil
 }
 
 func openNoFollow(dir *os.File, base string, flags int) (*os.File, error) {
@@ -387,6 +428,12 @@ func (a *applier) writeFile(target string, content func(old []byte) ([]byte, err
 	data, err := content(old)
 	if err != nil {
 		return OpBuildContent, err
+	}
+	if existed && bytes.Equal(old, data) {
+		// Written before (by an earlier run of the hook): leave the file,
+		// its inode and its time alone.
+		a.log.Infof("keep %s: already up to date", target)
+		return "", nil
 	}
 	tmp := "." + base + ".wsl-gpu-hook." + strconv.Itoa(os.Getpid())
 	fd, err := unix.Openat(dfd, tmp, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)

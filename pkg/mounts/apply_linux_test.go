@@ -3,10 +3,12 @@ package mounts
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -169,7 +171,9 @@ func mountedAt(p string) (string, bool) {
 		return "", false
 	}
 	defer f.Close()
-	mi, err := mountinfo.GetMountsFromReader(f, mountinfo.SingleEntryFilter(p))
+	// Every mount at p, not only the first (SingleEntryFilter stops
+	// there): the last is the topmost, the one a path walk sees.
+	mi, err := mountinfo.GetMountsFromReader(f, func(m *mountinfo.Info) (bool, bool) { return m.Mountpoint != p, false })
 	if err != nil || len(mi) == 0 {
 		return "", false
 	}
@@ -521,8 +525,109 @@ symlink /usr/bin/nvidia-smi -> /usr/lib/wsl/lib/nvidia-smi (if absent)
 	if got := Plan(in)[0].String(); got != "device /dev/dxg c 10:53 bound from /dev/dxg" {
 		t.Errorf("user-namespace device step = %q", got)
 	}
-	in.Ldcache, in.NvidiaSmi, in.Folders = nil, "", nil
+	in.Folders = []string{"kipudrv.inf_amd64_5d9e"}
+	in.Spellings = map[string]string{"kipudrv.inf_amd64_5d9e": "KIPUDRV.INF_AMD64_5D9E"}
+	var folderSteps []string
+	for _, s := range Plan(in)[2:4] {
+		folderSteps = append(folderSteps, s.String())
+	}
+	if want := []string{
+		"bind /usr/lib/wsl/drivers/kipudrv.inf_amd64_5d9e -> /usr/lib/wsl/drivers/KIPUDRV.INF_AMD64_5D9E (ro,nosuid,nodev)",
+		"symlink /usr/lib/wsl/drivers/kipudrv.inf_amd64_5d9e -> KIPUDRV.INF_AMD64_5D9E (if absent)",
+	}; !slices.Equal(folderSteps, want) {
+		t.Errorf("a folder the registry spells differently:\n%s\nwant\n%s", strings.Join(folderSteps, "\n"), strings.Join(want, "\n"))
+	}
+	in.Ldcache, in.NvidiaSmi, in.Folders, in.Spellings = nil, "", nil, nil
 	if n := len(Plan(in)); n != 3 {
 		t.Fatalf("minimal plan has %d steps, want device, lib dir, conf", n)
 	}
+}
+
+// TestApplyTwice: a second run of the hook for the same container (two
+// stages, Docker's --gpus hook next to the wrapper's, a CDI hook after the
+// hooks.d one) finds the GPU given and changes nothing: one mount per
+// path, the loader files written once.
+func TestApplyTwice(t *testing.T) {
+	requireRoot(t)
+	for _, bindDevice := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bound node %v", bindDevice), func(t *testing.T) {
+			fx := newFixture(t)
+			makeTree(t, fx.rootfs, "dir dev", "file lib64/ld-linux-x86-64.so.2 ELF", "cache etc/ld.so.cache", "dir usr/bin")
+			fx.in.BindDevice = bindDevice
+			inPrivateMountNS(t, func() {
+				if err := Apply(fx.rootfs, Plan(fx.in), quietLog()); err != nil {
+					t.Fatalf("first Apply: %v", err)
+				}
+				first := fileIdentities(t, fx.rootfs, LdconfFile, LdcacheFile)
+				if err := Apply(fx.rootfs, Plan(fx.in), quietLog()); err != nil {
+					t.Fatalf("second Apply: %v", err)
+				}
+				for target, n := range mountCounts(t, fx.rootfs) {
+					if n != 1 {
+						t.Errorf("%s is mounted %d times", target, n)
+					}
+				}
+				if second := fileIdentities(t, fx.rootfs, LdconfFile, LdcacheFile); second != first {
+					t.Errorf("the loader files were written again:\nfirst  %s\nsecond %s", first, second)
+				}
+				assertDevice(t, filepath.Join(fx.rootfs, "dev/dxg"))
+			})
+		})
+	}
+}
+
+// TestApplyOverWritableBind: a writable bind of the source where the hook
+// mounts (not what the hook leaves) is covered by a read-only one.
+func TestApplyOverWritableBind(t *testing.T) {
+	requireRoot(t)
+	fx := newFixture(t)
+	makeTree(t, fx.rootfs, "dir dev", "dir usr/lib/wsl/lib")
+	inPrivateMountNS(t, func() {
+		lib := filepath.Join(fx.rootfs, "usr/lib/wsl/lib")
+		if err := unix.Mount(fx.in.LibDir, lib, "", unix.MS_BIND, ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := Apply(fx.rootfs, Plan(fx.in), quietLog()); err != nil {
+			t.Fatalf("Apply: %v", err)
+		}
+		assertReadOnlyMount(t, lib, "libcuda.so.1")
+		if n := mountCounts(t, fx.rootfs)[lib]; n != 2 {
+			t.Errorf("%s is mounted %d times, want the writable bind and the hook's read-only one", lib, n)
+		}
+	})
+}
+
+// mountCounts counts the mounts at each mount point under root in this
+// thread's mount namespace.
+func mountCounts(t *testing.T, root string) map[string]int {
+	t.Helper()
+	f, err := os.Open("/proc/thread-self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	infos, err := mountinfo.GetMountsFromReader(f, mountinfo.PrefixFilter(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for _, m := range infos {
+		counts[m.Mountpoint]++
+	}
+	return counts
+}
+
+// fileIdentities is the inode and change time of each file: a rewrite
+// (rename of a temporary file) changes both.
+func fileIdentities(t *testing.T, root string, paths ...string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, p := range paths {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(root, p), &st); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s ino %d ctime %d.%09d; ", p, st.Ino, st.Ctim.Sec, st.Ctim.Nsec)
+	}
+	return b.String()
 }

@@ -96,6 +96,11 @@ type Inputs struct {
 	// names under it.
 	DriversDir string
 	Folders    []string
+	// Spellings maps a folder of Folders to the name the container will
+	// look it up by, where that differs from its name on disk (in case
+	// only: the registry's spelling). The folder is mounted under that name
+	// and the on-disk name becomes a link to it, so both resolve.
+	Spellings map[string]string
 	// NvidiaSmi, when set, is the container path nvidia-smi is linked to.
 	NvidiaSmi string
 	// Ldcache is nil when the loader cache is not to be touched.
@@ -112,11 +117,18 @@ func Plan(in Inputs) []Step {
 		{Kind: Bind, Source: in.LibDir, Target: ContainerLibDir},
 	}
 	for _, f := range in.Folders {
+		name := f
+		if s := in.Spellings[f]; s != "" {
+			name = s
+		}
 		steps = append(steps, Step{
 			Kind:   Bind,
 			Source: path.Join(in.DriversDir, f),
-			Target: path.Join(ContainerDriversDir, f),
+			Target: path.Join(ContainerDriversDir, name),
 		})
+		if name != f {
+			steps = append(steps, Step{Kind: Symlink, Target: path.Join(ContainerDriversDir, f), Source: name})
+		}
 	}
 	// Only the lib dir goes into the loader configuration, as WSL itself
 	// does: listing a read-only driver folder holding libcuda.so.1.1 makes

@@ -18,18 +18,42 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// maxStateSize bounds what the hook reads from stdin: a real state is a few
-// hundred bytes, and a runaway writer must not make a root process grow.
-const maxStateSize = 1 << 20
+// Size limits. The runtime copies config.json's annotations into the state
+// it writes to a hook's stdin, so a state is as large as the annotations an
+// engine allows, and the two limits must move together. No engine bounds
+// annotations below these: Kubernetes caps a pod's at 256 KiB, containerd's
+// API caps a whole spec at 16 MiB (its gRPC message size), and Docker and
+// podman set no cap at all. The limits only keep a runaway writer from
+// growing a root process without end.
+const (
+	// MaxSpecSize bounds config.json.
+	MaxSpecSize = 64 << 20
+	// MaxStateSize bounds the state on stdin: the spec's annotations plus
+	// room for the state's own few fields.
+	MaxStateSize = MaxSpecSize + 1<<20
+)
+
+// TooLargeError is a state or config.json over its limit.
+type TooLargeError struct {
+	What  string // "container state on stdin", or the config.json path
+	Size  int64  // bytes seen
+	Limit int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%s is %d bytes, more than the hook's limit of %d MiB: the container's annotations are too large; remove the large ones", e.What, e.Size, e.Limit>>20)
+}
 
 // ReadState decodes and checks the OCI state a runtime writes to a hook's stdin.
 func ReadState(r io.Reader) (*specs.State, error) {
-	data, err := io.ReadAll(io.LimitReader(r, maxStateSize+1))
+	data, err := io.ReadAll(io.LimitReader(r, MaxStateSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("read container state from stdin: %w", err)
 	}
-	if len(data) > maxStateSize {
-		return nil, errors.New("container state on stdin is larger than 1 MiB: this is not an OCI state")
+	if len(data) > MaxStateSize {
+		// Count the rest without keeping it, so the line says what was sent.
+		rest, _ := io.Copy(io.Discard, r)
+		return nil, &TooLargeError{What: "container state on stdin", Size: int64(len(data)) + rest, Limit: MaxStateSize}
 	}
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return nil, errors.New("no container state on stdin: run this as an OCI hook (runc passes the state on stdin)")
@@ -73,9 +97,6 @@ type Resources struct {
 	Devices []specs.LinuxDeviceCgroup `json:"devices"`
 }
 
-// maxSpecSize bounds config.json; real ones are tens of KiB.
-const maxSpecSize = 16 << 20
-
 // LoadSpec reads <bundle>/config.json.
 func LoadSpec(bundle string) (*Spec, error) {
 	path := filepath.Join(bundle, "config.json")
@@ -84,12 +105,16 @@ func LoadSpec(bundle string) (*Spec, error) {
 		return nil, fmt.Errorf("open bundle config: %w", err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxSpecSize+1))
+	data, err := io.ReadAll(io.LimitReader(f, MaxSpecSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	if len(data) > maxSpecSize {
-		return nil, fmt.Errorf("%s is larger than 16 MiB", path)
+	if len(data) > MaxSpecSize {
+		size := int64(len(data))
+		if fi, err := f.Stat(); err == nil {
+			size = fi.Size()
+		}
+		return nil, &TooLargeError{What: path, Size: size, Limit: MaxSpecSize}
 	}
 	s, err := decodeSpec(data)
 	if err != nil {

@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,7 +21,9 @@ func TestReadState(t *testing.T) {
 		{name: "relative bundle", in: `{"pid":1,"bundle":"b"}`, wantErr: `container state: bundle "b" is not an absolute path`},
 		{name: "no bundle", in: `{"pid":1}`, wantErr: `container state: bundle "" is not an absolute path`},
 		{name: "negative pid", in: `{"pid":-1,"bundle":"/b"}`, wantErr: "container state: invalid pid -1"},
-		{name: "too large", in: `{"id":"` + strings.Repeat("a", 1<<20) + `"}`, wantErr: "container state on stdin is larger than 1 MiB: this is not an OCI state"},
+		// A 12 MB state (large annotations) is what engines send: accepted.
+		{name: "12 MB of annotations", in: `{"pid":1,"bundle":"/b","annotations":{"a":"` + strings.Repeat("a", 12<<20) + `"}}`},
+		{name: "too large", in: `{"id":"` + strings.Repeat("a", MaxStateSize) + `"}`, wantErr: "container state on stdin is 68157449 bytes, more than the hook's limit of 65 MiB: the container's annotations are too large; remove the large ones"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,4 +104,22 @@ func FuzzDecodeSpec(f *testing.F) {
 			t.Fatalf("RootPath %q is not absolute", p)
 		}
 	})
+}
+
+func TestLoadSpecTooLarge(t *testing.T) {
+	bundle := t.TempDir()
+	path := filepath.Join(bundle, "config.json")
+	big := `{"root":{"path":"r"},"annotations":{"a":"` + strings.Repeat("a", MaxSpecSize) + `"}}`
+	if err := os.WriteFile(path, []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadSpec(bundle)
+	want := path + " is 67108908 bytes, more than the hook's limit of 64 MiB: the container's annotations are too large; remove the large ones"
+	if err == nil || err.Error() != want {
+		t.Fatalf("error = %v, want %s", err, want)
+	}
+	var tl *TooLargeError
+	if !errors.As(err, &tl) || tl.Limit != MaxSpecSize {
+		t.Fatalf("error %T is not a *TooLargeError with the spec limit", err)
+	}
 }

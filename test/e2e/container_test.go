@@ -43,6 +43,9 @@ type box struct {
 
 	hook  hookMode
 	stage string // "prestart" (default), "createRuntime" or "createContainer"
+	// alsoStages run the same hook again at these stages: real setups
+	// configure it twice (Docker's --gpus hook next to the wrapper's).
+	alsoStages []string
 	// argv0 is the hook's args[0]; "" means "wsl-gpu-hook". With
 	// "nvidia-container-runtime-hook" the hook path is a link of that name,
 	// as Docker finds it on PATH.
@@ -321,15 +324,19 @@ func buildSpec(t *testing.T, b box, h *harness, hookBin, cfgPath, id string) *sp
 		hook.Path = unshare
 	}
 	spec.Hooks = &specs.Hooks{}
-	switch stage {
-	case "prestart":
-		spec.Hooks.Prestart = []specs.Hook{hook} //nolint:staticcheck // Docker still uses prestart.
-	case "createRuntime":
-		spec.Hooks.CreateRuntime = []specs.Hook{hook}
-	case "createContainer":
-		spec.Hooks.CreateContainer = []specs.Hook{hook}
-	default:
-		t.Fatalf("harness: unknown hook stage %q", stage)
+	for _, stage := range append([]string{stage}, b.alsoStages...) {
+		h := hook
+		h.Args = append(append([]string{}, hook.Args[:len(hook.Args)-1]...), stage)
+		switch stage {
+		case "prestart":
+			spec.Hooks.Prestart = append(spec.Hooks.Prestart, h) //nolint:staticcheck // Docker still uses prestart.
+		case "createRuntime":
+			spec.Hooks.CreateRuntime = append(spec.Hooks.CreateRuntime, h)
+		case "createContainer":
+			spec.Hooks.CreateContainer = append(spec.Hooks.CreateContainer, h)
+		default:
+			t.Fatalf("harness: unknown hook stage %q", stage)
+		}
 	}
 	return &spec
 }

@@ -23,6 +23,9 @@ func TestOtherRunMount(t *testing.T) {
 		{name: "a WSL path on the host", mp: "/usr/lib/wsl/lib"},
 		{name: "a look-alike outside the temp dir", mp: "/srv/" + scratchPrefix + "1/x"},
 		{name: "a sibling of the scratch dirs", mp: filepath.Join(tmp, "other")},
+		{name: "an engine test's rootfs", mp: filepath.Join(tmp, "wsl-gpu-engines-5/rootfs"), other: true},
+		{name: "make bench-start's overlay", mp: "/var/tmp/wsl-gpu-bench-start-9/runs/bench-hook-1/bundle/rootfs", other: true},
+		{name: "a look-alike in /var/tmp", mp: "/var/tmp/wsl-gpu-bench-other/x"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -96,13 +96,30 @@ func hostMounts(t *testing.T, own string) []string {
 // scratchPrefix starts the name of every run's scratch dir in os.TempDir.
 const scratchPrefix = "wsl-gpu-hook-e2e-"
 
+// otherScratch are the work dirs of the project's other container runs
+// (test/engines, make bench-start), which mount root file systems of their
+// own while this run may be going on the same machine.
+func otherScratch() []string {
+	return []string{
+		filepath.Join(os.TempDir(), scratchPrefix),
+		filepath.Join(os.TempDir(), "wsl-gpu-engines-"),
+		"/var/tmp/wsl-gpu-bench-start-",
+	}
+}
+
 // otherRunMount reports a mount point in another run's work dir.
 func otherRunMount(mountpoint, own string) bool {
 	if own != "" && (mountpoint == own || strings.HasPrefix(mountpoint, own+"/")) {
 		return false
 	}
-	rel, err := filepath.Rel(os.TempDir(), mountpoint)
-	return err == nil && strings.HasPrefix(rel, scratchPrefix) && !strings.HasPrefix(rel, "..")
+	for _, prefix := range otherScratch() {
+		dir, base := filepath.Split(prefix)
+		rel, err := filepath.Rel(dir, mountpoint)
+		if err == nil && strings.HasPrefix(rel, base) && !strings.HasPrefix(rel, "..") {
+			return true
+		}
+	}
+	return false
 }
 
 // runcCloneMount reports runc's own short-lived mount: runc 1.1 protects

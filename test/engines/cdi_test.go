@@ -108,7 +108,7 @@ func TestCDIStale(t *testing.T) {
 		t.Skip("podman not installed")
 	}
 	h := newCDIHost(t, e)
-	dir := t.TempDir()
+	dir := scratchDir(t)
 	os.MkdirAll(filepath.Join(dir, "hooks.d"), 0o755)
 	specDir := installCDI(t, e, h, filepath.Join(dir, "prefix"))
 	specs := readDir(t, specDir)
@@ -181,7 +181,7 @@ func TestCDIDevices(t *testing.T) {
 		t.Skip("podman not installed")
 	}
 	h := newCDIHost(t, e)
-	dir := t.TempDir()
+	dir := scratchDir(t)
 	hooksDir := filepath.Join(dir, "hooks.d")
 	os.MkdirAll(hooksDir, 0o755)
 	if err := os.WriteFile(filepath.Join(hooksDir, "wsl-gpu-hook.json"), shippedHooksFile(t, e.hook, h.config), 0o644); err != nil {
@@ -332,7 +332,7 @@ func TestCDIConflict(t *testing.T) {
 		t.Skip("podman not installed")
 	}
 	h := newCDIHost(t, e)
-	dir := t.TempDir()
+	dir := scratchDir(t)
 	os.MkdirAll(filepath.Join(dir, "hooks.d"), 0o755)
 	prefix := filepath.Join(dir, "prefix")
 	specDir := filepath.Join(prefix, "etc/cdi")

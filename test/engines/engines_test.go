@@ -264,3 +264,26 @@ func hostWSLMounts(t *testing.T) string {
 	}
 	return grepLines(string(data), "/usr/lib/wsl")
 }
+
+// scratchDir is t.TempDir for podman's storage: conmon starts `podman
+// container cleanup` after a container exits, and that may still write
+// into the storage after `podman run` returned, which makes a single
+// RemoveAll fail with "directory not empty". It retries for a while.
+func scratchDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "wsl-gpu-engines-"+strings.ReplaceAll(t.Name(), "/", "_")+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		var err error
+		for i := 0; i < 50; i++ {
+			if err = os.RemoveAll(dir); err == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("remove %s: %v", dir, err)
+	})
+	return dir
+}

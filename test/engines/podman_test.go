@@ -59,7 +59,7 @@ func TestPodman(t *testing.T) {
 	if _, err := exec.LookPath("podman"); err != nil {
 		t.Skip("podman not installed")
 	}
-	dir := t.TempDir()
+	dir := scratchDir(t)
 	hooksDir := filepath.Join(dir, "hooks.d")
 	if err := os.MkdirAll(hooksDir, 0o755); err != nil {
 		t.Fatal(err)

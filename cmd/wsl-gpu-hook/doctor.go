@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/doctor"
+)
+
+// runDoctor wires the configuration into package doctor and prints its
+// report; the checks and their wording live there.
+func runDoctor(cfg config.Config, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	asJSON := fs.Bool("json", false, "print JSON")
+	root := fs.String("root", "", "read engine configuration, binaries and CDI dirs under `DIR` (a chroot or a test tree)")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return usageError{"doctor: takes only --json and --root DIR"}
+	}
+	o := doctor.Options{
+		DxgDevice:  cfg.DxgDevice,
+		LibDir:     cfg.LibDir,
+		DriversDir: cfg.DriversDir,
+		LogFile:    cfg.LogFile,
+		NoLog:      cfg.LogFile == "",
+		Root:       *root,
+	}
+	if self, err := os.Executable(); err == nil {
+		o.Self = self
+	}
+	if *root == "" {
+		o.Version = engineVersion
+	}
+	rep := doctor.Run(o)
+	var err error
+	if *asJSON {
+		err = rep.WriteJSON(stdout)
+	} else {
+		err = rep.WriteText(stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if rep.Failed() {
+		return fmt.Errorf("doctor: %d of %d checks failed: see their fix", count(rep, doctor.Fail), len(rep.Results))
+	}
+	return nil
+}
+
+func count(r *doctor.Report, s doctor.Status) int {
+	n := 0
+	for _, c := range r.Results {
+		if c.Status == s {
+			n++
+		}
+	}
+	return n
+}
+
+// engineVersion is the first line of `path --version`, bounded in time:
+// a wedged engine binary must not hang the doctor.
+func engineVersion(path string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, filepath.Clean(path), "--version").Output()
+	if err != nil {
+		return ""
+	}
+	line, _, _ := bufio.NewReader(bytes.NewReader(out)).ReadLine()
+	return string(line)
+}

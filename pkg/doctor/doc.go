@@ -1,0 +1,45 @@
+// Package doctor checks a WSL2 machine for everything that decides whether
+// a container gets the GPU, and says for each problem what to type.
+//
+// # Model
+//
+// [Run] performs every check and returns a [Report]: one [Result] per
+// check, each with a status (ok, warn, fail), what was found, and the fix
+// as a command when one exists. A warning is something that works but may
+// surprise (an old kernel that hides compute-only adapters, an engine not
+// wired to the hook); a failure is something a container will meet (no
+// device, a driver folder gone, a CDI spec that mounts files that no
+// longer exist). The checks, in order:
+//
+//   - the device /dev/dxg: present, a character device, mode o+rw (a
+//     container's user is rarely host root), openable by this process;
+//   - the kernel: whether it answers ENUMADAPTERS3 (package dxcore falls
+//     back to ENUMADAPTERS2, which never lists compute-only adapters);
+//   - each adapter: queried, its driver store folder present, a directory
+//     everyone may read, and spelled on disk as the registry spells it;
+//   - the lib dir: present, readable by everyone, libdxcore, libd3d12 and,
+//     with an NVIDIA adapter, libcuda and nvidia-smi;
+//   - Docker, podman and containerd: whether each is wired to the hook
+//     (runtime entry, hooks.d file, handler), what would take precedence,
+//     whether CDI is on, and whether the daemon was restarted after its
+//     configuration changed;
+//   - every CDI spec in the CDI dirs, ours and others': load errors,
+//     conflicts (through the CDI module's own cache, as engines load them)
+//     and stale specs, whose device nodes, mounts or hooks name host paths
+//     that no longer exist;
+//   - the hook's log file: writable, and recent errors in it.
+//
+// # Paths
+//
+// Nothing is read at a fixed path: [Options] carries the GPU paths (from
+// the hook's configuration), a root prefix for engine configuration,
+// binaries and CDI dirs, the proc dir, and a prefix for the host paths CDI
+// specs name. Tests run every check unprivileged against temporary trees,
+// with the enumeration and the engines' version commands injected.
+//
+// # What it never does
+//
+// It changes nothing: no file is written, no daemon is asked anything
+// beyond `--version`, no container is started. It reports what it sees at
+// one moment; the hook re-checks everything on every container start.
+package doctor

@@ -1,0 +1,204 @@
+package doctor
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	securejoin "github.com/cyphar/filepath-securejoin"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+)
+
+// Status is a check's verdict.
+type Status string
+
+// Statuses, from good to bad.
+const (
+	OK   Status = "ok"
+	Warn Status = "warn"
+	Fail Status = "fail"
+)
+
+// Result is one check. The JSON field names are a stable interface.
+type Result struct {
+	// Check names what was checked: "dxg", "kernel", "adapter 1",
+	// "lib dir", "docker runtime", "cdi /etc/cdi/nvidia.yaml", "log".
+	Check  string `json:"check"`
+	Status Status `json:"status"`
+	// Detail is what was found, one line.
+	Detail string `json:"detail"`
+	// Fix is what to type, when a command fixes it. Commands to run in
+	// Windows say so ("in Windows: wsl --shutdown").
+	Fix string `json:"fix,omitempty"`
+}
+
+// Report is every check in the order they ran.
+type Report struct {
+	Results []Result `json:"results"`
+}
+
+// Failed reports whether any check failed (warnings do not count).
+func (r *Report) Failed() bool {
+	for _, c := range r.Results {
+		if c.Status == Fail {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Report) add(check string, s Status, fix, format string, args ...any) {
+	r.Results = append(r.Results, Result{Check: check, Status: s, Detail: fmt.Sprintf(format, args...), Fix: fix})
+}
+
+// WriteText prints one line per check: status, check, what was found and
+// the fix.
+func (r *Report) WriteText(w io.Writer) error {
+	for _, c := range r.Results {
+		line := fmt.Sprintf("%-4s  %s: %s", c.Status, c.Check, c.Detail)
+		if c.Fix != "" {
+			line += "  -> fix: " + c.Fix
+		}
+		if _, err := fmt.Fprintln(w, line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteJSON prints the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// Options says where everything is. Zero values take the defaults of a
+// real WSL machine (see [Options.withDefaults]).
+type Options struct {
+	// The hook's configuration: host paths of the device, the lib dir,
+	// the drivers dir and the log file ("" disables the log).
+	DxgDevice  string
+	LibDir     string
+	DriversDir string
+	LogFile    string
+	// NoLog says the configuration disables the log (LogFile "" alone
+	// means the default).
+	NoLog bool
+
+	// Root prefixes every engine path: configuration files, hooks.d,
+	// the directories searched for binaries, and the CDI dirs.
+	Root string
+	// CDIDirs are the CDI spec dirs, lowest priority first, without Root
+	// (default /etc/cdi, /var/run/cdi).
+	CDIDirs []string
+	// HostRoot prefixes the host paths CDI specs name when checking
+	// they exist; "" is this machine.
+	HostRoot string
+	// ProcDir is where processes are found (default /proc): dockerd's
+	// and containerd's start time and environment.
+	ProcDir string
+	// Self is the hook binary, to tell our nvidia-container-runtime-hook
+	// from NVIDIA's; "" means only links to a file named wsl-gpu-hook
+	// count as ours.
+	Self string
+
+	// Enumerate lists adapters (default dxcore.Enumerate).
+	Enumerate func(device string) (*dxcore.Enumeration, error)
+	// Version returns the first line of `<path> --version` for an engine
+	// binary (a path under Root), or "" when unknown. Nil runs nothing.
+	Version func(path string) string
+	// Now is the clock, for "recent" log errors (default time.Now).
+	Now func() time.Time
+	// Euid is the effective uid, for the open check (default os.Geteuid).
+	Euid *int
+}
+
+// Default paths of a real WSL machine.
+const (
+	DefaultDxgDevice  = "/dev/dxg"
+	DefaultLibDir     = "/usr/lib/wsl/lib"
+	DefaultDriversDir = "/usr/lib/wsl/drivers"
+	DefaultLogFile    = "/var/log/wsl-gpu-hook.log"
+)
+
+// daemonPATH is the PATH systemd gives a service that sets none: where a
+// daemon started by systemd looks for executables.
+const daemonPATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+func (o Options) withDefaults() Options {
+	def := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	def(&o.DxgDevice, DefaultDxgDevice)
+	def(&o.LibDir, DefaultLibDir)
+	def(&o.DriversDir, DefaultDriversDir)
+	if !o.NoLog {
+		def(&o.LogFile, DefaultLogFile)
+	}
+	def(&o.ProcDir, "/proc")
+	if len(o.CDIDirs) == 0 {
+		o.CDIDirs = []string{"/etc/cdi", "/var/run/cdi"}
+	}
+	if o.Enumerate == nil {
+		o.Enumerate = dxcore.Enumerate
+	}
+	if o.Version == nil {
+		o.Version = func(string) string { return "" }
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Euid == nil {
+		e := os.Geteuid()
+		o.Euid = &e
+	}
+	return o
+}
+
+// path is an engine path under Root with every link but the last resolved
+// inside Root, for Lstat and Readlink. Root is a tree of its own (a chroot,
+// a test tree): an absolute link in it points inside it, never at this
+// machine's files.
+func (o Options) path(p string) string {
+	if o.Root == "" {
+		return p
+	}
+	dir, err := securejoin.SecureJoin(o.Root, filepath.Dir(p))
+	if err != nil {
+		return filepath.Join(o.Root, p)
+	}
+	return filepath.Join(dir, filepath.Base(p))
+}
+
+// resolved is an engine path under Root with every link resolved inside
+// Root, for Stat and reading.
+func (o Options) resolved(p string) string {
+	if o.Root == "" {
+		return p
+	}
+	full, err := securejoin.SecureJoin(o.Root, p)
+	if err != nil {
+		return filepath.Join(o.Root, p)
+	}
+	return full
+}
+
+// Run performs every check.
+func Run(opt Options) *Report {
+	o := opt.withDefaults()
+	r := &Report{}
+	checkGPU(o, r)
+	specs := checkCDI(o, r)
+	checkDocker(o, r, specs)
+	checkPodman(o, r, specs)
+	checkContainerd(o, r)
+	checkLog(o, r)
+	return r
+}
