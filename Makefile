@@ -5,13 +5,15 @@ BIN     := bin
 LDFLAGS := -s -w -X main.version=$(VERSION)
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build tools setup demo test unit e2e lint bench fuzz clean deb deb-test engines
+.PHONY: all build tools setup demo test unit e2e lint bench bench-start fuzz clean deb deb-test engines k8s
 
 all: build
 
-## build: the static hook binary (no cgo), bin/wsl-gpu-hook
+## build: the static hook binary (no cgo), bin/wsl-gpu-hook, and the kubelet
+## device plugin, bin/wsl-gpu-device-plugin (a separate binary: gRPC stays out of the hook)
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-hook ./cmd/wsl-gpu-hook
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-device-plugin ./cmd/wsl-gpu-device-plugin
 
 ## tools: the test-only simulator and fixture generator (never shipped)
 tools:
@@ -25,6 +27,10 @@ setup:
 demo: setup build tools
 	./hack/demo.sh
 
+# TESTMODS are test modules of their own (heavy test-only dependencies
+# stay out of the main go.mod); they test this checkout through a replace.
+TESTMODS := test/engines
+
 ## engines: the engine matrix's engines (runc, containerd, dockerd from their
 ## Go modules) and Debian 13 root, built once into /var/cache/wsl-gpu-hook-e2e
 ## (the root downloads while the engines compile)
@@ -33,15 +39,17 @@ engines: setup
 	./hack/engines/build.sh runc containerd dockerd >/dev/null; built=$$?; \
 	wait $$root && exit $$built
 
-# TESTMODS are test modules of their own (heavy test-only dependencies
-# stay out of the main go.mod); they test this checkout through a replace.
-TESTMODS := test/engines
-
 ## test: everything CI runs: lint, unit, integration and end-to-end tests
 test: setup lint engines
 	$(GO) test -count=1 -timeout 40m ./...
 	for m in $(TESTMODS); do (cd $$m && $(GO) test -count=1 -timeout 40m ./...) || exit 1; done
+	$(MAKE) k8s
 	./hack/fuzz.sh 200000x
+
+## k8s: the device plugin on a real kubelet (test/k8s, a module of its own:
+## the first run builds the kubelet from k8s.io/kubernetes into the e2e cache)
+k8s:
+	cd test/k8s && $(GO) vet ./... && $(GO) test -count=1 -timeout 60m ./...
 
 ## unit: the tests any user can run: no root, no daemons, no containers
 unit:
@@ -55,6 +63,10 @@ lint:
 ## bench: benchmarks of the hook's phases and a whole hook run
 bench: setup
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./pkg/... ./cmd/... ./test/e2e/...
+
+## bench-start: container start with the hook vs plain runc vs NVIDIA's CDI shape (root; RUNS=21)
+bench-start:
+	./hack/bench-start.sh
 
 ## fuzz: each fuzz target for FUZZTIME (default 60s)
 FUZZTIME ?= 60s

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/cyphar/filepath-securejoin v0.7.0
+	github.com/fsnotify/fsnotify v1.7.0
 	github.com/moby/sys/mountinfo v0.7.2
 	github.com/moby/sys/userns v0.1.0
 	github.com/opencontainers/cgroups v0.1.0
@@ -11,15 +12,20 @@ require (
 	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/sirupsen/logrus v1.10.2
 	golang.org/x/sys v0.49.0
+	google.golang.org/grpc v1.72.1
+	k8s.io/kubelet v0.34.4
 	tags.cncf.io/container-device-interface v1.1.1
 	tags.cncf.io/container-device-interface/specs-go v1.1.1
 )
 
 require (
-	cyphar.com/go-pathrs v0.2.5 // indirect
 	github.com/cilium/ebpf v0.17.3 // indirect
 	github.com/coreos/go-systemd/v22 v22.6.0 // indirect
-	github.com/fsnotify/fsnotify v1.7.0 // indirect
 	github.com/godbus/dbus/v5 v5.1.0 // indirect
+	github.com/rogpeppe/go-internal v1.13.1 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/net v0.38.0 // indirect
+	golang.org/x/text v0.23.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20250303144028-a0af3efb3deb // indirect
+	google.golang.org/protobuf v1.36.5 // indirect
 )

@@ -76,9 +76,29 @@ type Config struct {
 	// RequestAnnotation is the OCI annotation that asks for GPUs; it wins
 	// over the environment. "" disables it.
 	RequestAnnotation string `toml:"request_annotation"`
+	// ROCmDir is the host's ROCm install, where librocdxg is found.
+	ROCmDir string `toml:"rocm_dir"`
+	// DRIDir holds the host's DRM nodes, given to video containers.
+	DRIDir string `toml:"dri_dir"`
+	// WSLgDir holds WSLg's sockets, given to display containers.
+	WSLgDir string `toml:"wslg_dir"`
+	// DevicePlugin configures wsl-gpu-device-plugin, the kubelet plugin.
+	DevicePlugin DevicePlugin `toml:"device_plugin"`
 
 	// path is the file the values came from, for error messages.
 	path string
+}
+
+// DevicePlugin is the [device_plugin] table: which extended resource each
+// vendor's adapters are advertised under ("" advertises none), how many
+// pods may share one adapter, and whether Allocate names CDI devices.
+type DevicePlugin struct {
+	NVIDIAResource string `toml:"nvidia_resource"`
+	AMDResource    string `toml:"amd_resource"`
+	IntelResource  string `toml:"intel_resource"`
+	OtherResource  string `toml:"other_resource"`
+	Replicas       int    `toml:"replicas"`
+	CDI            bool   `toml:"cdi"`
 }
 
 // Default returns the built-in configuration, the one a real WSL host needs.
@@ -93,6 +113,14 @@ func Default() Config {
 		RequestEnv:        []string{"WSL_GPU_DEVICES", "NVIDIA_VISIBLE_DEVICES"},
 		RequestAnnotation: "wsl-gpu-hook/devices",
 		Runtime:           "runc",
+		ROCmDir:           "/opt/rocm",
+		DRIDir:            "/dev/dri",
+		WSLgDir:           "/mnt/wslg",
+		DevicePlugin: DevicePlugin{
+			NVIDIAResource: "nvidia.com/gpu", AMDResource: "amd.com/gpu",
+			IntelResource: "gpu.intel.com/dxg", OtherResource: "wsl-gpu-hook.dev/dxg",
+			Replicas: 1, CDI: true,
+		},
 	}
 }
 
@@ -147,13 +175,16 @@ func (c *Config) decode(data []byte) error {
 
 // Keys lists every key a config file may set.
 func Keys() []string {
-	return []string{"dxg_device", "lib_dir", "drivers_dir", "ldcache", "log_file", "log_level", "request_env", "request_annotation", "runtime"}
+	return []string{"dxg_device", "lib_dir", "drivers_dir", "ldcache", "log_file", "log_level", "request_env", "request_annotation", "runtime", "rocm_dir", "dri_dir", "wslg_dir", "device_plugin"}
 }
 
 var (
 	envName        = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	logLevels      = []string{"panic", "fatal", "error", "warn", "warning", "info", "debug", "trace"}
 	ldcacheMethods = []string{LdcacheBuiltin, LdcacheNone}
+	// resourceName is an extended resource name outside kubernetes.io, as
+	// the kubelet accepts from a device plugin.
+	resourceName = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z]{2,}/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
 )
 
 // Validate reports every bad value at once.
@@ -164,6 +195,7 @@ func (c Config) Validate() error {
 	}
 	for _, p := range []struct{ key, val string }{
 		{"dxg_device", c.DxgDevice}, {"lib_dir", c.LibDir}, {"drivers_dir", c.DriversDir},
+		{"rocm_dir", c.ROCmDir}, {"dri_dir", c.DRIDir}, {"wslg_dir", c.WSLgDir},
 	} {
 		if !filepath.IsAbs(p.val) || filepath.Clean(p.val) != p.val {
 			bad(p.key, "%q must be a clean absolute path", p.val)
@@ -188,6 +220,18 @@ func (c Config) Validate() error {
 	}
 	if c.Runtime == "" || strings.ContainsAny(c.Runtime, " \t\n") {
 		bad("runtime", "%q is not a runtime name or path", c.Runtime)
+	}
+	dp := c.DevicePlugin
+	for _, r := range []struct{ key, val string }{
+		{"nvidia_resource", dp.NVIDIAResource}, {"amd_resource", dp.AMDResource},
+		{"intel_resource", dp.IntelResource}, {"other_resource", dp.OtherResource},
+	} {
+		if r.val != "" && !resourceName.MatchString(r.val) {
+			bad("device_plugin."+r.key, "%q is not an extended resource name (domain/name, e.g. nvidia.com/gpu), or \"\" to advertise none", r.val)
+		}
+	}
+	if dp.Replicas < 1 || dp.Replicas > 64 {
+		bad("device_plugin.replicas", "%d must be 1 to 64", dp.Replicas)
 	}
 	return errors.Join(errs...)
 }

@@ -46,7 +46,7 @@ func TestLoad(t *testing.T) {
 		{
 			name:    "unknown key",
 			toml:    "dxg_devic = \"/dev/dxg\"\n",
-			wantErr: "config F: unknown key dxg_devic: allowed keys are dxg_device, lib_dir, drivers_dir, ldcache, log_file, log_level, request_env, request_annotation, runtime",
+			wantErr: "config F: unknown key dxg_devic: allowed keys are dxg_device, lib_dir, drivers_dir, ldcache, log_file, log_level, request_env, request_annotation, runtime, rocm_dir, dri_dir, wslg_dir, device_plugin",
 		},
 		{
 			name:    "bad ldcache",
@@ -57,6 +57,19 @@ func TestLoad(t *testing.T) {
 			name:    "relative path",
 			toml:    "lib_dir = \"usr/lib/wsl/lib\"\n",
 			wantErr: "config F: key lib_dir: \"usr/lib/wsl/lib\" must be a clean absolute path",
+		},
+		{
+			name: "device plugin table",
+			toml: "[device_plugin]\nnvidia_resource = \"example.com/cuda\"\nintel_resource = \"\"\nreplicas = 4\ncdi = false\n",
+			want: func(c *Config) {
+				c.DevicePlugin.NVIDIAResource, c.DevicePlugin.IntelResource = "example.com/cuda", ""
+				c.DevicePlugin.Replicas, c.DevicePlugin.CDI = 4, false
+			},
+		},
+		{
+			name:    "bad device plugin values",
+			toml:    "[device_plugin]\namd_resource = \"gpu\"\nreplicas = 0\n",
+			wantErr: "config F: key device_plugin.amd_resource: \"gpu\" is not an extended resource name (domain/name, e.g. nvidia.com/gpu), or \"\" to advertise none\nconfig F: key device_plugin.replicas: 0 must be 1 to 64",
 		},
 		{
 			name:    "every problem at once",

@@ -310,7 +310,7 @@ func planFor(cfg config.Config, in *input) (gpuplan.Plan, error) {
 	if err != nil {
 		return gpuplan.Plan{}, err
 	}
-	return gpuplan.Decide(gpuplan.FromSpec(in.spec, gpuplan.Prestart, in.pid, in.req, false), host)
+	return gpuplan.Decide(gpuplan.FromSpec(in.spec, gpuplan.Prestart, in.pid, in.req), host)
 }
 
 func waitMountNS(b *testing.B, pid int) {

@@ -11,11 +11,13 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiinstall"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
 
 // runCDI is `cdi generate`: the specs for this host, written only when
@@ -43,7 +45,9 @@ func runCDI(cfg config.Config, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("cdi generate: %w", err)
 	}
-	specs, err := cdispec.Generate(host.Inventory, o.SpecOptions(host.Device, host.LibDir))
+	so := o.SpecOptions(host.Device, host.LibDir)
+	so.Stack = host.Stack
+	specs, err := cdispec.Generate(host.Inventory, so)
 	if err != nil {
 		return fmt.Errorf("cdi generate: %w", err)
 	}
@@ -108,11 +112,20 @@ func cdiHost(cfg config.Config) (cdiinstall.Host, error) {
 	if err != nil {
 		return cdiinstall.Host{}, err
 	}
-	h, _, err := gpuhost.Probe(node, gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir})
+	// The per-adapter devices carry selection variables: every detail.
+	h, _, err := gpuhost.Probe(node, gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir, Details: true})
 	if err != nil {
 		return cdiinstall.Host{}, err
 	}
-	return cdiinstall.Host{Inventory: h.Inventory, Device: node, LibDir: cfg.LibDir}, nil
+	// The spec offers every capability the host can serve: probe them all.
+	stack, err := vendorstack.ProbeFor(stackOptions(cfg), vendorstack.FromInventory(h.Inventory.Adapters), capability.Video|capability.Display)
+	if err != nil {
+		return cdiinstall.Host{}, err
+	}
+	for _, m := range vendorstack.Missing(vendorstack.FromInventory(h.Inventory.Adapters), stack.ROCm) {
+		fmt.Fprintf(os.Stderr, "wsl-gpu-hook: cdi generate: %s\n", m)
+	}
+	return cdiinstall.Host{Inventory: h.Inventory, Device: node, LibDir: cfg.LibDir, Stack: stack}, nil
 }
 
 // selfPath is the running binary, links resolved: what a spec written by

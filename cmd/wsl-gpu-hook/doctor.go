@@ -31,6 +31,7 @@ func runDoctor(cfg config.Config, args []string, stdout io.Writer) error {
 		LibDir:     cfg.LibDir,
 		DriversDir: cfg.DriversDir,
 		LogFile:    cfg.LogFile,
+		ROCmDir:    cfg.ROCmDir,
 		NoLog:      cfg.LogFile == "",
 		Root:       *root,
 	}

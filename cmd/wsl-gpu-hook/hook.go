@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devcgroup"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
@@ -35,15 +36,20 @@ func runHook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader) error {
 }
 
 // hook is the whole OCI hook: read the container, decide, log the plan,
-// carry it out. The decisions are gpuplan's. fromCDI: this is the CDI
-// specs' hook, and the request is the CDI devices' selections.
+// carry it out. The decisions are gpuplan's.
+//
+// fromCDI: this is the CDI specs' createContainer hook. The engine made the
+// node and mounted the lib dir; the request is the CDI devices' selections
+// (variables the specs set, see pkg/cdispec), and the vendor stacks' edits
+// came with the devices, so no capability adds anything here.
 func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, log *logrus.Entry, fromCDI bool) error {
 	in, err := readInput(cfg, stdin, fromCDI)
 	if err != nil {
 		return err
 	}
 	log = log.WithFields(logrus.Fields{"bundle": in.bundle, "pid": in.pid})
-	c := gpuplan.FromSpec(in.spec, stage, in.pid, in.req, userns.RunningInUserNS())
+	c := gpuplan.FromSpec(in.spec, stage, in.pid, in.req)
+	c.Caps = in.caps.Set
 	c.Injected = fromCDI
 	if fromCDI && len(in.cdi.Selections) == 0 {
 		log.Infof("no CDI device of ours selects an adapter: nothing to do")
@@ -57,6 +63,7 @@ func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, log *logrus.E
 		}
 		return nil
 	}
+	c.Rootless = userns.RunningInUserNS()
 	if c.Rootless {
 		log.Infof("the hook runs in a user namespace (rootless engine): device cgroups are left alone, /dev/dxg is bound from the host")
 	}
@@ -69,7 +76,11 @@ func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, log *logrus.E
 			return err
 		}
 	}
-	host, skipped, err := gpuhost.Probe(node, hostOptions(cfg))
+	opts := hostOptions(cfg)
+	// Selection variables (ZE_AFFINITY_MASK, Mesa's adapter name) need the
+	// adapters' types and descriptions; a request for all sets none.
+	opts.Details = !in.req.All && !fromCDI
+	host, skipped, err := gpuhost.Probe(node, opts)
 	for _, s := range skipped {
 		log.Warnf("skipped %v", s)
 	}
@@ -83,18 +94,32 @@ func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, log *logrus.E
 			return err
 		}
 	}
+	if host.Stack, err = probeStack(cfg, host, c.Caps); err != nil {
+		return err
+	}
 	plan, err := gpuplan.Decide(c, host)
 	if err != nil {
 		return err
 	}
 	log.Infof("request %s selects %d of %d adapters", c.Request.Source, len(plan.Selected), len(host.Inventory.Adapters))
+	if in.caps.Source != "" {
+		log.Infof("capabilities %s from %s", in.caps.Set|capability.Default, in.caps.Source)
+	}
 	for _, w := range plan.Warnings {
 		log.Warnf("%v", w)
 	}
+	logStack(log, in.spec, plan.Stack)
 	log.Infof("plan: %s", plan)
 
-	if plan.Cgroup == gpuplan.CgroupInit {
-		if err := devcgroup.Allow(plan.Pid, in.spec.DeviceRules(), plan.Node); err != nil {
+	switch plan.Cgroup {
+	case gpuplan.CgroupInit:
+		if err := allowNodes(plan.Pid, in.spec.DeviceRules(), append([]devnode.Node{plan.Node}, plan.Nodes...)); err != nil {
+			return err
+		}
+	case gpuplan.CgroupSelf:
+		// allowSelf let /dev/dxg in before the enumeration; the others
+		// join it now.
+		if err := allowSelfNodes(in.spec, plan.Node, plan.Nodes); err != nil {
 			return err
 		}
 	}
@@ -111,6 +136,7 @@ type input struct {
 	rootfs string
 	spec   *oci.Spec
 	req    request.Request
+	caps   capability.Request
 	cdi    cdispec.Request // the CDI devices' selections, for the CDI hook
 }
 
@@ -127,8 +153,8 @@ func readInput(cfg config.Config, stdin io.Reader, fromCDI bool) (*input, error)
 	if err != nil {
 		return nil, err
 	}
-	in := &input{bundle: st.Bundle, pid: st.Pid, rootfs: rootfs, spec: spec}
 	if fromCDI {
+		in := &input{bundle: st.Bundle, pid: st.Pid, rootfs: rootfs, spec: spec}
 		var env []string
 		if spec.Process != nil {
 			env = spec.Process.Env
@@ -136,10 +162,17 @@ func readInput(cfg config.Config, stdin io.Reader, fromCDI bool) (*input, error)
 		in.cdi, err = cdispec.FromEnv(env)
 		return in, err
 	}
-	if in.req, err = request.FromSpec(spec, cfg.RequestEnv, cfg.RequestAnnotation); err != nil {
+	req, err := request.FromSpec(spec, cfg.RequestEnv, cfg.RequestAnnotation)
+	if err != nil {
 		return nil, fmt.Errorf("%w: fix the container's GPU request", err)
 	}
-	return in, nil
+	var caps capability.Request
+	if !req.None() {
+		if caps, err = capability.FromSpec(spec); err != nil {
+			return nil, fmt.Errorf("%w: fix the container's GPU request", err)
+		}
+	}
+	return &input{bundle: st.Bundle, pid: st.Pid, rootfs: rootfs, spec: spec, req: req, caps: caps}, nil
 }
 
 func hostOptions(cfg config.Config) gpuhost.Options {

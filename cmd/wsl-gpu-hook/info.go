@@ -45,8 +45,12 @@ func runInfo(cfg config.Config, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("info", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print JSON")
+	k8s := fs.Bool("k8s", false, "print what wsl-gpu-device-plugin would advertise")
 	if err := fs.Parse(args); err != nil {
 		return usageError{"info: " + err.Error()}
+	}
+	if *k8s {
+		return runInfoK8s(cfg, *asJSON, stdout)
 	}
 	rep, err := gatherInfo(cfg)
 	if err != nil {

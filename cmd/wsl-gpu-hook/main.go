@@ -44,7 +44,7 @@ func main() {
 
 const usage = `usage:
   wsl-gpu-hook [--config FILE] prestart|createRuntime|createContainer   (OCI hook: state on stdin)
-  wsl-gpu-hook [--config FILE] info [--json]                              (list GPU adapters)
+  wsl-gpu-hook [--config FILE] info [--json] [--k8s]                      (list GPU adapters; --k8s: the device plugin's resources)
   wsl-gpu-hook [--config FILE] doctor [--json] [--root DIR]               (check the host and engines; exit 1 on a failure)
   wsl-gpu-hook runtime RUNC-ARGS...                                      (OCI runtime wrapper; also as wsl-gpu-runtime)
   wsl-gpu-hook [--config FILE] cdi generate [--dir DIR] [--hook PATH] [--skip-kind KIND]...

@@ -19,6 +19,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/install"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
 
 // Choice is what to do with a vendor kind another producer also defines.
@@ -327,6 +328,9 @@ type Host struct {
 	Inventory *driverstore.Inventory
 	Device    devnode.Node
 	LibDir    string
+	// Stack is what the vendor stacks and capabilities find on the host
+	// (cdispec.Options.Stack).
+	Stack vendorstack.Host
 }
 
 // Plan computes the changes for installing (or, with uninstall, removing)
@@ -348,7 +352,9 @@ func Plan(o Options, h Host, uninstall bool) (*install.Plan, error) {
 		return p.Plan, nil
 	}
 
-	specs, err := cdispec.Generate(h.Inventory, o.SpecOptions(h.Device, h.LibDir))
+	so := o.SpecOptions(h.Device, h.LibDir)
+	so.Stack = h.Stack
+	specs, err := cdispec.Generate(h.Inventory, so)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
 
 // Kinds the generator writes.
@@ -55,6 +56,9 @@ type Options struct {
 	// SkipKinds lists vendor kinds not to write (another producer owns
 	// them, see pkg/cdiinstall).
 	SkipKinds []string
+	// Stack is what the host offers the vendor stacks and capabilities
+	// (librocdxg, /dev/dri, WSLg): see stack.go.
+	Stack vendorstack.Host
 }
 
 // Generate builds one spec per kind for the adapters in inv: our own kind
@@ -71,10 +75,12 @@ func Generate(inv *driverstore.Inventory, opt Options) ([]*cdi.Spec, error) {
 
 	own := newSpec(Kind, opt)
 	add := func(s *cdi.Spec, name string, sel Selection) {
-		s.Devices = append(s.Devices, cdi.Device{
+		d := cdi.Device{
 			Name:           name,
 			ContainerEdits: cdi.ContainerEdits{Env: []string{EnvName(s.Kind, name) + "=" + sel.String()}},
-		})
+		}
+		withStack(&d.ContainerEdits, inv, sel, opt.Stack)
+		s.Devices = append(s.Devices, d)
 	}
 	add(own, "all", Selection{All: true, Index: -1})
 	seen := map[driverstore.Vendor]bool{}
@@ -95,6 +101,7 @@ func Generate(inv *driverstore.Inventory, opt Options) ([]*cdi.Spec, error) {
 			add(own, a.LUID.String(), Selection{LUID: a.LUID, Index: -1})
 		}
 	}
+	own.Devices = append(own.Devices, capabilityDevices(opt.Stack)...)
 	specs = append(specs, own)
 
 	for _, vk := range VendorKinds {

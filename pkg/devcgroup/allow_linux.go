@@ -52,7 +52,9 @@ func Allow(pid int, rules []specs.LinuxDeviceCgroup, dev devnode.Node) error {
 	if err != nil {
 		return fmt.Errorf("parse %q: %w", cgFile, err)
 	}
-	mounts, err := mountinfo.GetMounts(nil)
+	// Only cgroup mounts matter (findMount), and a host running many
+	// containers has hundreds of others.
+	mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup", "cgroup2"))
 	if err != nil {
 		return fmt.Errorf("read the mount table: %w", err)
 	}

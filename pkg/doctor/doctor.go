@@ -86,6 +86,9 @@ type Options struct {
 	LibDir     string
 	DriversDir string
 	LogFile    string
+	// ROCmDir is the host's ROCm install, where an AMD container's
+	// librocdxg comes from ("" skips the check).
+	ROCmDir string
 	// NoLog says the configuration disables the log (LogFile "" alone
 	// means the default).
 	NoLog bool

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
 
 // Fixes that are Windows-side commands.
@@ -82,7 +83,28 @@ func checkGPU(o Options, r *Report) gpuFacts {
 		checkAdapter(o, r, a, &facts)
 	}
 	checkLibDir(o, r, facts)
+	checkROCm(o, r, inv.Adapters)
 	return facts
+}
+
+// checkROCm: ROCm on WSL runs on librocdxg from the host's ROCm install,
+// which neither WSL nor ROCm images provide; without it an AMD container
+// gets the driver folder and still cannot run ROCm.
+func checkROCm(o Options, r *Report, adapters []driverstore.Adapter) {
+	if o.ROCmDir == "" {
+		return
+	}
+	rocm := vendorstack.ProbeROCm(o.ROCmDir)
+	for _, line := range vendorstack.Missing(vendorstack.FromInventory(adapters), rocm) {
+		r.add("rocm", Warn, "install ROCm 7.1+ with librocdxg in this WSL distro (AMD's ROCm on WSL guide), then: sudo wsl-gpu-hook cdi generate", "%s", line)
+		return
+	}
+	for _, a := range adapters {
+		if a.Vendor == driverstore.AMD {
+			r.add("rocm", OK, "", "librocdxg at %s: AMD containers get it", rocm.Lib)
+			return
+		}
+	}
 }
 
 // checkDevice reports the device and whether enumeration can be tried.

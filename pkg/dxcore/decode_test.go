@@ -3,6 +3,7 @@ package dxcore
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf16"
@@ -159,5 +160,59 @@ func TestIoctlResult(t *testing.T) {
 				t.Errorf("%v matches ENOTTY", err)
 			}
 		})
+	}
+}
+
+// TestNTStatusErrno pins every raw status an old driver can return to the
+// errno a current kernel's ntstatus2int gives for it (drivers/hv/dxgkrnl/
+// dxgvmbus.c, values from misc.h), so callers match both with one errors.Is.
+func TestNTStatusErrno(t *testing.T) {
+	tests := []struct {
+		status uint32
+		name   string
+		errno  unix.Errno
+	}{
+		{0xC0000002, "STATUS_NOT_IMPLEMENTED", unix.EPERM},
+		{0xC0000008, "STATUS_INVALID_HANDLE", unix.EBADF},
+		{0xC000000D, "STATUS_INVALID_PARAMETER", unix.EINVAL},
+		{0xC0000017, "STATUS_NO_MEMORY", unix.ENOMEM},
+		{0xC000001D, "STATUS_ILLEGAL_INSTRUCTION", unix.EOPNOTSUPP},
+		{0xC0000022, "STATUS_ACCESS_DENIED", unix.EACCES},
+		{0xC0000023, "STATUS_BUFFER_TOO_SMALL", unix.EOVERFLOW},
+		{0xC0000024, "STATUS_OBJECT_TYPE_MISMATCH", unix.EPROTOTYPE},
+		{0xC0000033, "STATUS_OBJECT_NAME_INVALID", unix.ENOENT},
+		{0xC0000034, "STATUS_OBJECT_NAME_NOT_FOUND", unix.ENOENT},
+		{0xC0000035, "STATUS_OBJECT_NAME_COLLISION", unix.EEXIST},
+		{0xC00000BB, "STATUS_NOT_SUPPORTED", unix.EPERM},
+		// Not in ntstatus2int: the kernel's default, EINVAL, not ENOENT.
+		{0xC0000225, "STATUS_NOT_FOUND", unix.EINVAL},
+		{0xC00002B6, "STATUS_DEVICE_REMOVED", unix.ENODEV},
+		{0xC01E0102, "STATUS_GRAPHICS_ALLOCATION_BUSY", unix.EINPROGRESS},
+		{0xC0000001, "", unix.EINVAL}, // STATUS_UNSUCCESSFUL: default
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%#x", tt.status), func(t *testing.T) {
+			err := ioctlResult(uintptr(tt.status), 0)
+			want := fmt.Sprintf("NTSTATUS 0x%08X", tt.status)
+			if tt.name != "" {
+				want += " (" + tt.name + ")"
+			}
+			if err == nil || err.Error() != want {
+				t.Fatalf("err = %v, want %q", err, want)
+			}
+			if !errors.Is(err, tt.errno) {
+				t.Errorf("errors.Is(%v, %v) = false", err, tt.errno)
+			}
+			for _, other := range []unix.Errno{unix.EINVAL, unix.ENOENT, unix.EPERM, unix.ENOMEM, unix.EEXIST, unix.EOPNOTSUPP} {
+				if other != tt.errno && errors.Is(err, other) {
+					t.Errorf("%v also matches %v", err, other)
+				}
+			}
+		})
+	}
+	// STATUS_TIMEOUT is a success code: the kernel returns it as a positive
+	// result, which is no failure.
+	if err := ioctlResult(0x102, 0); err != nil {
+		t.Errorf("STATUS_TIMEOUT result: %v, want success", err)
 	}
 }

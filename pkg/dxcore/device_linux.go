@@ -11,18 +11,24 @@ import (
 
 // Enumerate opens the dxg device at path, lists every adapter the Windows
 // host exposes (compute-only ones included when the kernel can), queries
-// each, closes every handle it opened and the device.
+// each with every detail, closes every handle it opened and the device.
 //
 // Errors match ErrNoDevice, ErrPermission, ErrUnsupported or ErrNoAdapters
 // with errors.Is. When every adapter failed its queries the Enumeration is
 // returned too, with the reasons in Skipped, alongside ErrNoAdapters.
 func Enumerate(path string) (*Enumeration, error) {
+	return EnumerateWith(path, Options{Details: true})
+}
+
+// EnumerateWith is Enumerate asking only what opt selects: a container
+// start calls it without Details.
+func EnumerateWith(path string, opt Options) (*Enumeration, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, openError(path, err)
 	}
 	defer unix.Close(fd)
-	e, err := enumerate(device{fd: fd})
+	e, err := enumerateWith(device{fd: fd}, opt)
 	if err != nil && !errors.Is(err, ErrNoAdapters) {
 		return nil, fmt.Errorf("enumerate adapters on %s: %w", path, err)
 	}

@@ -37,8 +37,24 @@ type adapterIoctls interface {
 	closeAdapter(handle uint32) error
 }
 
-// enumerate lists and queries the adapters, closing every handle it got.
+// Options selects what EnumerateWith asks the host about each adapter.
+type Options struct {
+	// Details adds the queries only reports need: WDDM version, adapter
+	// type and description (DRIVERVERSION, ADAPTERTYPE, DRIVER_DESCRIPTION).
+	// Without it each Adapter holds its index, LUID, PCI ids and driver
+	// store path, which is all that choosing and mounting a driver needs,
+	// for three ioctls per adapter instead of six: each is a round trip to
+	// the Windows host, on every container start.
+	Details bool
+}
+
+// enumerate lists and queries the adapters with every detail.
 func enumerate(d adapterIoctls) (*Enumeration, error) {
+	return enumerateWith(d, Options{Details: true})
+}
+
+// enumerateWith lists and queries the adapters, closing every handle it got.
+func enumerateWith(d adapterIoctls, opt Options) (*Enumeration, error) {
 	infos, name, err := listAdapters(d)
 	defer closeAll(d, infos)
 	if err != nil {
@@ -49,7 +65,7 @@ func enumerate(d adapterIoctls) (*Enumeration, error) {
 	}
 	e := &Enumeration{Ioctl: name}
 	for i, info := range infos {
-		a, err := queryAdapter(d, info.handle)
+		a, err := queryAdapter(d, info.handle, opt)
 		if err != nil {
 			e.Skipped = append(e.Skipped, &AdapterError{Index: i, LUID: info.luid, Err: err})
 			continue
@@ -168,23 +184,26 @@ func closeAll(d adapterIoctls, infos []adapterInfo) {
 	}
 }
 
-// queryAdapter asks the host for everything an Adapter holds. Version, type,
-// ids and driver store path are required; the description is not.
-func queryAdapter(d adapterIoctls, h uint32) (Adapter, error) {
+// queryAdapter asks the host for what an Adapter holds. Ids and driver
+// store path are required, and with opt.Details version and type too; the
+// description never is.
+func queryAdapter(d adapterIoctls, h uint32, opt Options) (Adapter, error) {
 	var a Adapter
 	var err error
-	if a.WDDMVersion, err = queryUint32(d, h, qaiDriverVersion); err != nil {
-		return a, fmt.Errorf("query DRIVERVERSION: %w", err)
-	}
-	t, err := queryUint32(d, h, qaiAdapterType)
-	if err != nil {
-		// Some hosts answer only the render-adapter form of the query.
-		var err2 error
-		if t, err2 = queryUint32(d, h, qaiAdapterTypeRender); err2 != nil {
-			return a, fmt.Errorf("query ADAPTERTYPE: %w (ADAPTERTYPE_RENDER: %v)", err, err2)
+	if opt.Details {
+		if a.WDDMVersion, err = queryUint32(d, h, qaiDriverVersion); err != nil {
+			return a, fmt.Errorf("query DRIVERVERSION: %w", err)
 		}
+		t, err := queryUint32(d, h, qaiAdapterType)
+		if err != nil {
+			// Some hosts answer only the render-adapter form of the query.
+			var err2 error
+			if t, err2 = queryUint32(d, h, qaiAdapterTypeRender); err2 != nil {
+				return a, fmt.Errorf("query ADAPTERTYPE: %w (ADAPTERTYPE_RENDER: %v)", err, err2)
+			}
+		}
+		a.Type = AdapterType(t)
 	}
-	a.Type = AdapterType(t)
 	ids := newDeviceIDsRequest()
 	if err := d.queryAdapterInfo(h, qaiPhysicalAdapterDevIDs, ids); err != nil {
 		return a, fmt.Errorf("query PHYSICALADAPTERDEVICEIDS: %w", err)
@@ -195,9 +214,11 @@ func queryAdapter(d adapterIoctls, h uint32) (Adapter, error) {
 	if a.DriverStorePath, err = queryDriverStorePath(d, h); err != nil {
 		return a, fmt.Errorf("query driver store path: %w", err)
 	}
-	desc := make([]byte, sizeofDriverDescription)
-	if d.queryAdapterInfo(h, qaiDriverDescription, desc) == nil {
-		a.Description = decodeUTF16(desc)
+	if opt.Details {
+		desc := make([]byte, sizeofDriverDescription)
+		if d.queryAdapterInfo(h, qaiDriverDescription, desc) == nil {
+			a.Description = decodeUTF16(desc)
+		}
 	}
 	return a, nil
 }

@@ -495,3 +495,68 @@ func TestEnumerateClosesHandlesOnBadCount(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// countingKernel counts QUERYADAPTERINFO calls by query type.
+type countingKernel struct {
+	*fakeKernel
+	queries map[uint32]int
+}
+
+func (k countingKernel) queryAdapterInfo(handle, typ uint32, data []byte) error {
+	k.queries[typ]++
+	return k.fakeKernel.queryAdapterInfo(handle, typ, data)
+}
+
+// Without Details a container start asks each adapter only its PCI ids and
+// driver store path: every other query is a host round trip it does not use.
+func TestEnumerateWithoutDetails(t *testing.T) {
+	adapters := mustProfile(t, "nvidia-laptop")
+	tests := []struct {
+		name    string
+		opt     Options
+		queries map[uint32]int // per adapter
+		want    func(i int, a simhost.Adapter) Adapter
+	}{
+		{
+			name:    "details",
+			opt:     Options{Details: true},
+			queries: map[uint32]int{qaiDriverVersion: 1, qaiAdapterType: 1, qaiPhysicalAdapterDevIDs: 1, qaiQueryRegistry: 2, qaiDriverDescription: 1},
+			want:    wantAdapter,
+		},
+		{
+			name:    "no details",
+			queries: map[uint32]int{qaiPhysicalAdapterDevIDs: 1, qaiQueryRegistry: 2},
+			want: func(i int, a simhost.Adapter) Adapter {
+				w := wantAdapter(i, a)
+				w.WDDMVersion, w.Type, w.Description = 0, 0, ""
+				return w
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var fakes []fakeAdapter
+			var want []Adapter
+			for i, a := range adapters {
+				fakes = append(fakes, profileAdapter(a, nil))
+				want = append(want, tt.want(i, a))
+			}
+			k := countingKernel{newFakeKernel(t, fakes...), map[uint32]int{}}
+			e, err := enumerateWith(k, tt.opt)
+			k.checkClosed()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(e.Adapters, want) {
+				t.Errorf("adapters:\n got %+v\nwant %+v", e.Adapters, want)
+			}
+			wantQueries := map[uint32]int{}
+			for typ, n := range tt.queries {
+				wantQueries[typ] = n * len(adapters)
+			}
+			if !reflect.DeepEqual(k.queries, wantQueries) {
+				t.Errorf("queries by type = %v, want %v", k.queries, wantQueries)
+			}
+		})
+	}
+}

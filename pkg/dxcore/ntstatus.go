@@ -10,7 +10,14 @@ import (
 // as the ioctl result instead of an errno.
 type ntStatus uint32
 
-// known names the statuses the kernel translates and the errno it picks.
+// known names the status (or "") and the errno the kernel picks for it.
+// It follows ntstatus2int in the kernel's drivers/hv/dxgkrnl/dxgvmbus.c
+// (values from its misc.h), so an old driver's raw status and a current
+// driver's errno match the same errors.Is target. STATUS_NOT_FOUND is named
+// only for the message: the kernel does not translate it, so it is EINVAL
+// like every status not listed. STATUS_TIMEOUT (0x102) is absent on
+// purpose: it is a success code (NT_SUCCESS), which the kernel returns as a
+// positive result, and so does ioctlResult.
 func (s ntStatus) known() (name string, errno unix.Errno) {
 	switch s {
 	case 0xC0000002:
@@ -19,18 +26,31 @@ func (s ntStatus) known() (name string, errno unix.Errno) {
 		return "STATUS_INVALID_HANDLE", unix.EBADF
 	case 0xC000000D:
 		return "STATUS_INVALID_PARAMETER", unix.EINVAL
+	case 0xC0000017:
+		return "STATUS_NO_MEMORY", unix.ENOMEM
+	case 0xC000001D:
+		return "STATUS_ILLEGAL_INSTRUCTION", unix.EOPNOTSUPP
 	case 0xC0000022:
 		return "STATUS_ACCESS_DENIED", unix.EACCES
 	case 0xC0000023:
 		return "STATUS_BUFFER_TOO_SMALL", unix.EOVERFLOW
+	case 0xC0000024:
+		return "STATUS_OBJECT_TYPE_MISMATCH", unix.EPROTOTYPE
+	case 0xC0000033:
+		return "STATUS_OBJECT_NAME_INVALID", unix.ENOENT
+	case 0xC0000034:
+		return "STATUS_OBJECT_NAME_NOT_FOUND", unix.ENOENT
+	case 0xC0000035:
+		return "STATUS_OBJECT_NAME_COLLISION", unix.EEXIST
 	case 0xC00000BB:
 		return "STATUS_NOT_SUPPORTED", unix.EPERM
 	case 0xC0000225:
-		return "STATUS_NOT_FOUND", unix.ENOENT
+		return "STATUS_NOT_FOUND", unix.EINVAL
 	case 0xC00002B6:
 		return "STATUS_DEVICE_REMOVED", unix.ENODEV
+	case 0xC01E0102:
+		return "STATUS_GRAPHICS_ALLOCATION_BUSY", unix.EINPROGRESS
 	}
-	// The kernel's translation turns every other failure into EINVAL.
 	return "", unix.EINVAL
 }
 
@@ -50,7 +70,8 @@ func (s ntStatus) Is(target error) bool {
 
 // ioctlResult turns a raw ioctl return into an error: errno first, then a
 // negative 32-bit result with errno 0 (an old driver's NTSTATUS). Positive
-// results are NTSTATUS success codes (STATUS_PENDING and the like).
+// results are NTSTATUS success codes (STATUS_PENDING, STATUS_TIMEOUT and
+// the like), which the kernel passes through as they are.
 func ioctlResult(r1 uintptr, errno unix.Errno) error {
 	if errno != 0 {
 		return errno

@@ -24,13 +24,20 @@ type Options struct {
 	// Ldcache scans the lib dir for loader-cache entries; without it the
 	// container's cache is left alone.
 	Ldcache bool
+	// Details also asks each adapter's type and description: the
+	// selection variables of a request narrower than all need them
+	// (vendorstack: which adapters render, which Intel ones are GPUs,
+	// Mesa's adapter name). Three more round trips per adapter.
+	Details bool
 }
 
 // Probe enumerates the adapters behind node and reads the driver store.
-// Adapters the enumeration had to skip are returned for the log.
+// Adapters the enumeration had to skip are returned for the log. It asks
+// the host only what the decision uses (ids and driver store path), as it
+// runs on every container start; info asks for the details.
 func Probe(node devnode.Node, o Options) (gpuplan.Host, []error, error) {
 	h := gpuplan.Host{Node: node}
-	enum, err := dxcore.Enumerate(node.Path)
+	enum, err := dxcore.EnumerateWith(node.Path, dxcore.Options{Details: o.Details})
 	if err != nil {
 		return h, nil, err
 	}

@@ -355,14 +355,14 @@ func TestFromSpec(t *testing.T) {
 	spec := &oci.Spec{
 		Linux: &oci.Linux{Devices: nil},
 	}
-	if c := FromSpec(spec, Prestart, 3, r, false); c.RuntimeNode || c.LibDirMounted || c.UserNamespace {
+	if c := FromSpec(spec, Prestart, 3, r); c.RuntimeNode || c.LibDirMounted || c.UserNamespace {
 		t.Fatalf("empty spec read as %+v", c)
 	}
 	data := `{"linux":{"devices":[{"path":"/dev/dxg","type":"c","major":10,"minor":63}],"namespaces":[{"type":"user"}]},
 		"mounts":[{"destination":"/usr/lib/wsl/lib/","source":"/usr/lib/wsl/lib","options":["ro"]}]}`
 	spec = decode(t, data)
-	c := FromSpec(spec, CreateContainer, 3, r, true)
-	want := Container{Stage: CreateContainer, Request: r, Pid: 3, RuntimeNode: true, LibDirMounted: true, UserNamespace: true, Rootless: true}
+	c := FromSpec(spec, CreateContainer, 3, r)
+	want := Container{Stage: CreateContainer, Request: r, Pid: 3, RuntimeNode: true, LibDirMounted: true, UserNamespace: true}
 	if c.Stage != want.Stage || c.Pid != want.Pid || c.RuntimeNode != want.RuntimeNode || c.LibDirMounted != want.LibDirMounted ||
 		c.UserNamespace != want.UserNamespace || c.Rootless != want.Rootless || !c.Request.All {
 		t.Fatalf("FromSpec = %+v, want %+v", c, want)

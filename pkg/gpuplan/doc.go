@@ -40,6 +40,13 @@
 //   - nvidia-smi is linked when an NVIDIA adapter is selected: from the lib
 //     dir where current drivers put it, else from the first selected
 //     folder holding one (older drivers).
+//   - Each selected adapter's stack and each capability asked for adds what
+//     package vendorstack decides (librocdxg for AMD, /dev/dri for video,
+//     WSLg's sockets for display): its binds and nodes become steps, its
+//     nodes join the cgroup step, its loader-cache entries join the lib
+//     dir's. Its variables are in [Plan.Stack]: a hook cannot set them, so
+//     the caller logs them. A CDI hook gets only the cache entries: the
+//     engine applied the devices' own edits.
 //
 // # Calling it from a CDI hook
 //
@@ -47,8 +54,8 @@
 // node and the lib dir mount, builds a [request.Request] from the CDI
 // devices' selections (pkg/cdispec) and sets [Container.Injected]:
 //
-//	c := gpuplan.FromSpec(spec, gpuplan.CreateContainer, state.Pid, req, userns.RunningInUserNS())
-//	c.Injected = true
+//	c := gpuplan.FromSpec(spec, gpuplan.CreateContainer, state.Pid, req)
+//	c.Rootless, c.Injected = userns.RunningInUserNS(), true
 //	host, err := gpuhost.Probe(opts)
 //	plan, err := gpuplan.Decide(c, host)
 //	// plan.Steps bind the selected folders, write the loader files and

@@ -5,12 +5,14 @@ import (
 	"path"
 	"strings"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
@@ -57,10 +59,15 @@ type Container struct {
 	// selected adapters' current folders, writes the loader files and
 	// links nvidia-smi.
 	Injected bool
+	// Caps are the capabilities asked for besides compute (package
+	// capability); zero means compute only.
+	Caps capability.Set
 }
 
-// FromSpec reads what the decision needs from a container's config.
-func FromSpec(spec *oci.Spec, stage Stage, pid int, req request.Request, rootless bool) Container {
+// FromSpec reads what the decision needs from a container's config. The
+// caller sets Rootless (userns.RunningInUserNS) once Skip said to go on, and
+// Injected when it is the CDI spec's hook.
+func FromSpec(spec *oci.Spec, stage Stage, pid int, req request.Request) Container {
 	return Container{
 		Stage:         stage,
 		Request:       req,
@@ -68,7 +75,6 @@ func FromSpec(spec *oci.Spec, stage Stage, pid int, req request.Request, rootles
 		RuntimeNode:   spec.HasDevice(wsl.Device),
 		LibDirMounted: spec.HasMount(wsl.LibDir),
 		UserNamespace: spec.UserNamespace(),
-		Rootless:      rootless,
 	}
 }
 
@@ -138,6 +144,10 @@ type Host struct {
 	// Ldcache is the loader-cache entries for the lib dir; nil leaves the
 	// container's cache alone.
 	Ldcache []ldcache.Entry
+	// Stack is what the host offers the vendor stacks and capabilities
+	// beyond the driver folders (librocdxg, /dev/dri, WSLg), as
+	// vendorstack's probes found it.
+	Stack vendorstack.Host
 }
 
 // Plan is the whole decision for one container.
@@ -159,6 +169,12 @@ type Plan struct {
 	Warnings []error
 	// Steps are the changes to the container's root filesystem.
 	Steps []mounts.Step
+	// Nodes are the further devices (/dev/dri) allowed like Node.
+	Nodes []devnode.Node
+	// Stack is what the vendor stacks and capabilities add (see
+	// stack.go): its mounts and devices are among Steps; its variables a
+	// hook cannot set, so the caller logs them for the user.
+	Stack vendorstack.Edits
 }
 
 // String is the plan as the hook logs it.
@@ -168,7 +184,11 @@ func (p Plan) String() string {
 	}
 	steps := make([]string, 0, len(p.Steps)+1)
 	if p.Cgroup != CgroupNone {
-		steps = append(steps, fmt.Sprintf("cgroup %s: %s", p.Node, p.Cgroup))
+		nodes := []string{p.Node.String()}
+		for _, n := range p.Nodes {
+			nodes = append(nodes, n.String())
+		}
+		steps = append(steps, fmt.Sprintf("cgroup %s: %s", strings.Join(nodes, ", "), p.Cgroup))
 	}
 	for _, s := range p.Steps {
 		steps = append(steps, s.String())
@@ -231,6 +251,7 @@ func Decide(c Container, h Host) (Plan, error) {
 		return Plan{}, firstErr
 	}
 
+	stack := stackEdits(c, inv, selected, h.Stack)
 	in := mounts.Inputs{
 		Device: h.Node,
 		// A node made on a /dev the container's user namespace mounted
@@ -242,6 +263,9 @@ func Decide(c Container, h Host) (Plan, error) {
 		Folders:    folders,
 		Spellings:  spellings,
 		Ldcache:    h.Ldcache,
+	}
+	if h.Ldcache != nil && len(stack.Ldcache) > 0 {
+		in.Ldcache = append(append([]ldcache.Entry{}, h.Ldcache...), stack.Ldcache...)
 	}
 	if nvidia {
 		in.NvidiaSmi = NvidiaSmiLink(h.NvidiaSmi, folders)
@@ -258,6 +282,7 @@ func Decide(c Container, h Host) (Plan, error) {
 			p.Steps = append(p.Steps, s)
 		}
 	}
+	p.addStack(c, stack)
 	return p, nil
 }
 

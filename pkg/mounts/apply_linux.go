@@ -8,10 +8,10 @@ import (
 	"os"
 	"path"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
-	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
@@ -85,7 +85,7 @@ func (a *applier) rollback() {
 }
 
 func (a *applier) exists(unsafePath string) bool {
-	f, err := pathrs.OpenatInRoot(a.root, unsafePath)
+	f, err := openInRoot(a.root, unsafePath, unix.O_PATH)
 	if err != nil {
 		return false
 	}
@@ -101,6 +101,8 @@ func (a *applier) apply(s Step) error {
 		op, err = a.device(s)
 	case Bind:
 		op, err = a.bind(s)
+	case BindFile:
+		op, err = a.bindFile(s)
 	case File:
 		op, err = a.writeFile(s.Target, func([]byte) ([]byte, error) { return s.Data, nil })
 	case Ldcache:
@@ -143,14 +145,20 @@ func (a *applier) parent(target string) (*os.File, string, error) {
 	if d, ok := a.dirs[dir]; ok {
 		return d, base, nil
 	}
+	// A WSL-owned directory is claimed from its parent's handle: no
+	// resolution from the root, which costs procfs round trips each time.
+	if slices.Contains(wslDirs, strings.TrimSuffix(dir, "/")) {
+		d, err := a.claimDir(strings.TrimSuffix(dir, "/"))
+		return d, base, err
+	}
 	for _, w := range wslDirs { // shallow first
 		if strings.HasPrefix(dir, w+"/") {
-			if err := a.claimDir(w); err != nil {
+			if _, err := a.claimDir(w); err != nil {
 				return nil, "", err
 			}
 		}
 	}
-	d, err := pathrs.MkdirAllHandle(a.root, dir, 0o755)
+	d, err := mkdirAllInRoot(a.root, dir)
 	if err != nil {
 		return nil, "", err
 	}
@@ -158,28 +166,42 @@ func (a *applier) parent(target string) (*os.File, string, error) {
 	return d, base, nil
 }
 
-// claimDir makes sure the WSL-owned directory p is a real directory.
-func (a *applier) claimDir(p string) error {
-	dir, base := path.Split(p)
-	d, err := pathrs.MkdirAllHandle(a.root, dir, 0o755)
-	if err != nil {
-		return err
+// claimDir makes sure the WSL-owned directory p is a real directory and
+// returns a handle on it, kept with the others parent resolved. Its parent
+// is resolved once; p itself is never followed if it is a link.
+func (a *applier) claimDir(p string) (*os.File, error) {
+	if d, ok := a.dirs[p+"/"]; ok {
+		return d, nil
 	}
-	defer d.Close()
-	st, err := lstatAt(d, base)
+	dir, base, err := a.parent(p)
+	if err != nil {
+		return nil, err
+	}
+	st, err := lstatAt(dir, base)
 	switch {
 	case errors.Is(err, unix.ENOENT):
-		return nil
+		// EEXIST: another hook sharing this rootfs made it meanwhile; the
+		// O_DIRECTORY|O_NOFOLLOW open below checks what it is.
+		if err := unix.Mkdirat(int(dir.Fd()), base, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+			return nil, err
+		}
 	case err != nil:
-		return err
-	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
-		return nil
+		return nil, err
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		a.log.Warnf("replace %s in the image (mode %o) with a directory", p, st.Mode)
+		if err := unix.Unlinkat(int(dir.Fd()), base, 0); err != nil {
+			return nil, err
+		}
+		if err := unix.Mkdirat(int(dir.Fd()), base, 0o755); err != nil {
+			return nil, err
+		}
 	}
-	a.log.Warnf("replace %s in the image (mode %o) with a directory", p, st.Mode)
-	if err := unix.Unlinkat(int(d.Fd()), base, 0); err != nil {
-		return err
+	d, err := openNoFollow(dir, base, unix.O_DIRECTORY)
+	if err != nil {
+		return nil, err
 	}
-	return unix.Mkdirat(int(d.Fd()), base, 0o755)
+	a.dirs[p+"/"] = d
+	return d, nil
 }
 
 // lstatAt reports what is at base inside dir without following a symlink.
@@ -343,6 +365,72 @@ func alreadyBound(source string, target *os.File) (bool, error) {
 		return false, err
 	}
 	return fs.Flags&boundFlags == boundFlags, nil
+}
+
+// bindFile binds a host file or socket onto a file mount point. A regular
+// file the image has there is hidden, as a directory is by bind; a link or
+// a node is replaced, never followed; a directory is the image's mistake.
+func (a *applier) bindFile(s Step) (Op, error) {
+	dir, base, err := a.parent(s.Target)
+	if err != nil {
+		return OpResolveParent, err
+	}
+	create := func() (Op, error) {
+		fd, err := createFile(dir, base)
+		if errors.Is(err, unix.EOVERFLOW) {
+			// As for a bound node: a user namespace's root owns the dir.
+			fd, err = createAsOwner(dir, base)
+		}
+		if errors.Is(err, unix.EEXIST) {
+			// Another hook sharing this rootfs made it meanwhile; the
+			// check after the open below says what it is.
+			return "", nil
+		}
+		if err != nil {
+			return OpCreateMountPoint, err
+		}
+		unix.Close(fd)
+		a.onUndo(dir, base, 0)
+		return "", nil
+	}
+	switch st, err := lstatAt(dir, base); {
+	case errors.Is(err, unix.ENOENT):
+		if op, err := create(); err != nil {
+			return op, err
+		}
+	case err != nil:
+		return OpStat, err
+	case st.Mode&unix.S_IFMT == unix.S_IFREG:
+	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		return OpReplace, fmt.Errorf("the image has a directory at %s: remove it from the image", s.Target)
+	default:
+		a.log.Warnf("replace %s in the image (mode %o) with a mount point", s.Target, st.Mode)
+		if err := unix.Unlinkat(int(dir.Fd()), base, 0); err != nil {
+			return OpRemoveExisting, err
+		}
+		if op, err := create(); err != nil {
+			return op, err
+		}
+	}
+	target, err := openNoFollow(dir, base, 0)
+	if err != nil {
+		return OpOpenMountPoint, err
+	}
+	defer target.Close()
+	if done, err := alreadyBound(s.Source, target); err != nil {
+		return OpStat, err
+	} else if done {
+		a.log.Infof("keep %s: %s is already mounted there read-only", s.Target, s.Source)
+		return "", nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(target.Fd()), &st); err != nil {
+		return OpStat, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return OpOpenMountPoint, fmt.Errorf("%s changed into mode %o while the hook worked: %w", s.Target, st.Mode, unix.ELOOP)
+	}
+	return a.mountOnto(s.Source, target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 }
 
 func openNoFollow(dir *os.File, base string, flags int) (*os.File, error) {

@@ -10,7 +10,7 @@
 // Every path inside the rootfs is hostile: the image may hold symlinks
 // anywhere, and may swap them while the hook runs. Apply therefore resolves
 // every container path through a handle opened confined to the rootfs
-// (openat2 RESOLVE_IN_ROOT, through filepath-securejoin's pathrs-lite), works
+// (openat2 RESOLVE_IN_ROOT; see inroot_linux.go for why not pathrs-lite), works
 // on file descriptors from then on (mknodat, symlinkat, renameat, move_mount
 // onto an O_PATH handle), and never follows a link out of the rootfs, so no
 // image can make it create, change or mount anything on the host.
@@ -21,5 +21,7 @@
 // right node; an image's own /usr/bin/nvidia-smi is left alone.
 //
 // A failing Apply undoes what it did before returning: mounts are detached
-// and files it wrote are restored, so a container never half-works.
+// and files it wrote are restored, so a container never half-works. Its
+// error is an *Error whose fields (Kind, Op, Source, Target, Errno) say what
+// failed; Advise adds what the user should do, chosen from those fields.
 package mounts

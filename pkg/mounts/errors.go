@@ -54,7 +54,7 @@ type Error struct {
 
 func newError(s Step, op Op, err error) *Error {
 	e := &Error{Kind: s.Kind, Op: op, Target: s.Target, Err: err}
-	if s.Kind == Bind || (s.Kind == Device && s.BindNode) || op == OpOpenTree {
+	if s.Kind == Bind || s.Kind == BindFile || (s.Kind == Device && s.BindNode) || op == OpOpenTree {
 		e.Source = s.Source
 	}
 	errors.As(err, &e.Errno)

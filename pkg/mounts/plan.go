@@ -30,6 +30,9 @@ const (
 	Device Kind = "device"
 	// Bind mounts a host directory read-only, nosuid, nodev.
 	Bind Kind = "bind"
+	// BindFile mounts a host file or socket read-only, nosuid, nodev onto
+	// a file mount point (librocdxg, WSLg's PulseAudio socket).
+	BindFile Kind = "bind-file"
 	// File writes a small file atomically.
 	File Kind = "file"
 	// Ldcache merges entries into the image's loader cache.
@@ -67,6 +70,8 @@ func (s Step) String() string {
 		return fmt.Sprintf("device %s c %d:%d 0666", s.Target, s.Major, s.Minor)
 	case Bind:
 		return fmt.Sprintf("bind %s -> %s (ro,nosuid,nodev)", s.Source, s.Target)
+	case BindFile:
+		return fmt.Sprintf("bind file %s -> %s (ro,nosuid,nodev)", s.Source, s.Target)
 	case File:
 		return fmt.Sprintf("file %s (%d bytes)", s.Target, len(s.Data))
 	case Ldcache:
@@ -80,11 +85,6 @@ func (s Step) String() string {
 	}
 	return fmt.Sprintf("%s %s", s.Kind, s.Target)
 }
-
-// HostDevice is the host's /dev/dxg as stat found it.
-//
-// Deprecated: use devnode.Node; the alias keeps pkg/cdispec building.
-type HostDevice = devnode.Node
 
 // Inputs is everything a plan depends on.
 type Inputs struct {

@@ -3,6 +3,13 @@
 // bundle's config.json (package specpatch) and then execs the real runtime
 // with its arguments untouched.
 //
+// It is also, with CDI, the one path that can set the container's
+// environment: the variables the selected vendor stacks and capabilities
+// need (package vendorstack: HSA_ENABLE_DXG_DETECTION, ZE_AFFINITY_MASK,
+// LIBVA_DRIVER_NAME, DISPLAY, ...) go into process.env unless the container
+// sets them itself, and their device nodes into linux.devices. For that it
+// enumerates the adapters as the hook does.
+//
 // Engines that pick a runtime per container (Docker --runtime, containerd
 // runtime handlers, Kubernetes RuntimeClass) use it where no OCI hook can be
 // configured. The runtime then makes the node and owns its device rule,

@@ -175,6 +175,14 @@ func PatchBundle(bundle string, o Options) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
+	extras, err := stackExtras(spec, req, node, o)
+	if err != nil {
+		return err
+	}
+	// What the container sets itself wins: its hook logs nothing for it.
+	if patched, _, err = specpatch.AddExtras(patched, extras); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
 	if err := atomicfile.Replace(path, patched); err != nil {
 		return fmt.Errorf("replace %s: %w", path, err)
 	}

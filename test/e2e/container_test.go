@@ -73,6 +73,12 @@ type box struct {
 	// userns runs the container in its own user namespace, root mapped to
 	// host uid 100000, as rootless engines and userns-remap do.
 	userns bool
+	// wrapper runs the container through wsl-gpu-runtime (the hook binary
+	// under that name, configured by WSL_GPU_HOOK_CONFIG) instead of runc.
+	wrapper bool
+	// cdi names CDI devices to inject into config.json, as an engine does,
+	// from the specs `wsl-gpu-hook cdi generate` writes for the simulated host.
+	cdi []string
 	// noDevicesCgroup runs the hook in a mount namespace of its own without
 	// the cgroup v1 devices hierarchy: the cgroup files it must change are
 	// missing where it looks (runc itself refuses to start without them).
@@ -155,7 +161,7 @@ func runBox(t *testing.T, b box) *outcome {
 	// Everything that may not build yet comes first, before the costly
 	// image extraction.
 	var hookBin string
-	if b.hook != noHook || b.withHookBinary {
+	if b.hook != noHook || b.withHookBinary || b.wrapper || len(b.cdi) > 0 {
 		hookBin = need(t, "build wsl-gpu-hook", h.hook)
 	}
 	if b.sim != nil {
@@ -170,7 +176,7 @@ func runBox(t *testing.T, b box) *outcome {
 	if err := extractImage(image, o.rootfs); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{probes.cudaprobe, probes.fsprobe} {
+	for _, p := range []string{probes.cudaprobe, probes.fsprobe, probes.rocprobe} {
 		if err := copyFile(p, filepath.Join(o.rootfs, "usr/local/bin", filepath.Base(p)), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +196,7 @@ func runBox(t *testing.T, b box) *outcome {
 	}
 	cfgPath := filepath.Join(dir, "hook.toml")
 	logPath := filepath.Join(dir, "hook.log")
-	if b.hook == hookConfig {
+	if b.hook == hookConfig || b.wrapper || len(b.cdi) > 0 {
 		if o.fixture == "" {
 			t.Fatal("harness: a hook with a test config needs a simulated host (box.sim)")
 		}
@@ -198,6 +204,9 @@ func runBox(t *testing.T, b box) *outcome {
 	}
 
 	spec := buildSpec(t, b, h, hookBin, cfgPath, id)
+	if len(b.cdi) > 0 {
+		injectCDI(t, h, b, spec, hookBin, cfgPath, dir)
+	}
 	data, err := json.MarshalIndent(spec, "", "\t")
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +215,12 @@ func runBox(t *testing.T, b box) *outcome {
 		t.Fatal(err)
 	}
 
-	runcArgs := []string{"runc", "--root", filepath.Join(dir, "state"), "run", "--bundle", bundle, id}
+	runtime, prefix := "runc", []string(nil)
+	if b.wrapper {
+		runtime = linkNamed(t, hookBin, "wsl-gpu-runtime")
+		prefix = []string{"env", configEnv + "=" + cfgPath}
+	}
+	runcArgs := append(prefix, runtime, "--root", filepath.Join(dir, "state"), "run", "--bundle", bundle, id)
 	argv := runcArgs
 	if b.sim != nil {
 		argv = simArgs(t, h, b.sim, devDir, filepath.Join(dir, "sim-report"), o.fixture, runcArgs)
@@ -350,7 +364,11 @@ lib_dir = %q
 drivers_dir = %q
 log_file = %q
 log_level = "debug"
-`, dxg, filepath.Join(fixture, "usr/lib/wsl/lib"), filepath.Join(fixture, "usr/lib/wsl/drivers"), logFile)
+rocm_dir = %q
+dri_dir = %q
+wslg_dir = %q
+`, dxg, filepath.Join(fixture, "usr/lib/wsl/lib"), filepath.Join(fixture, "usr/lib/wsl/drivers"), logFile,
+		filepath.Join(fixture, "opt/rocm"), filepath.Join(fixture, "dev/dri"), filepath.Join(fixture, "mnt/wslg"))
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

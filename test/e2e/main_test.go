@@ -42,6 +42,7 @@ type harness struct {
 type probeSet struct {
 	cudaprobe string // dynamic, glibc: dlopen("libcuda.so.1") + cuInit
 	fsprobe   string // static: open a path read-write or create a file
+	rocprobe  string // dynamic, glibc: load librocdxg as ROCm's HSA runtime does
 }
 
 // Image names, the keys of harness.images.
@@ -122,7 +123,7 @@ func newHarness() (*harness, error) {
 		return testbin.Dxgsim(bin)
 	})
 	h.probes = sync.OnceValues(func() (probeSet, error) {
-		return buildProbes(filepath.Join(h.repo, "test/e2e/testdata"), bin)
+		return buildProbes(filepath.Join(h.repo, "test/e2e/testdata"), filepath.Join(h.repo, "hack"), bin)
 	})
 	h.runcSpec = sync.OnceValues(func() ([]byte, error) {
 		return runcSpecTemplate(filepath.Join(h.tmp, "spec"))
@@ -139,7 +140,8 @@ func newHarness() (*harness, error) {
 				return "", err
 			}
 			dir := filepath.Join(h.tmp, "fixtures", name)
-			if err := fixture.Build(dir, p, fixture.Options{CacheDir: filepath.Join(h.cache, "fixture")}); err != nil {
+			// The e2e tests run as root: the tree gets its /dev/dri nodes.
+			if err := fixture.Build(dir, p, fixture.Options{CacheDir: filepath.Join(h.cache, "fixture"), DeviceNodes: true}); err != nil {
 				return "", fmt.Errorf("build fixture %s: %w", name, err)
 			}
 			return dir, nil
@@ -190,11 +192,12 @@ func (h *harness) needFixture(t *testing.T, profile string) string {
 	return need(t, "fixture "+profile, build)
 }
 
-func buildProbes(src, dir string) (probeSet, error) {
-	p := probeSet{cudaprobe: filepath.Join(dir, "cudaprobe"), fsprobe: filepath.Join(dir, "fsprobe")}
+func buildProbes(src, hack, dir string) (probeSet, error) {
+	p := probeSet{cudaprobe: filepath.Join(dir, "cudaprobe"), fsprobe: filepath.Join(dir, "fsprobe"), rocprobe: filepath.Join(dir, "rocprobe")}
 	builds := [][]string{
 		{"-O2", "-Wall", "-o", p.cudaprobe, filepath.Join(src, "cudaprobe.c"), "-ldl"},
 		{"-static", "-O2", "-Wall", "-o", p.fsprobe, filepath.Join(src, "fsprobe.c")},
+		{"-O2", "-Wall", "-o", p.rocprobe, filepath.Join(hack, "rocprobe.c"), "-ldl"},
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return p, fmt.Errorf("create %s: %w", dir, err)

@@ -5,18 +5,17 @@ go 1.26.0
 require (
 	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/wsl-gpu-hook/wsl-gpu-hook v0.0.0
-	google.golang.org/grpc v1.58.3
+	google.golang.org/grpc v1.72.1
 	k8s.io/cri-api v0.28.4
 )
 
 require (
 	github.com/gogo/protobuf v1.3.2 // indirect
-	github.com/golang/protobuf v1.5.3 // indirect
-	golang.org/x/net v0.33.0 // indirect
+	golang.org/x/net v0.38.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.21.0 // indirect
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20230711160842-782d3b101e98 // indirect
-	google.golang.org/protobuf v1.31.0 // indirect
+	golang.org/x/text v0.23.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20250303144028-a0af3efb3deb // indirect
+	google.golang.org/protobuf v1.36.5 // indirect
 )
 
 // The engine tests run the hook of this checkout.

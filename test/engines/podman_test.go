@@ -85,6 +85,9 @@ func TestPodman(t *testing.T) {
 		{name: "hooks.d annotation intel", args: []string{"--annotation", "wsl-gpu-hook/devices=intel"}, folders: []string{e.intel}},
 		{name: "CDI all", args: []string{"--device", "wsl-gpu-hook.dev/gpu=all"}, folders: []string{e.intel, e.nvidia}},
 		{name: "CDI nvidia", args: []string{"--device", "wsl-gpu-hook.dev/gpu=nvidia"}, folders: []string{e.nvidia}},
+		// Both: hooks.d runs the hook (the annotation outranks the CDI
+		// spec's WSL_GPU_DEVICES=void), which leaves the CDI container alone.
+		{name: "CDI nvidia and hooks.d annotation all", args: []string{"--device", "wsl-gpu-hook.dev/gpu=nvidia", "--annotation", "wsl-gpu-hook/devices=all"}, folders: []string{e.nvidia}},
 		{name: "no request", args: nil},
 	}
 	for _, tt := range tests {

@@ -72,6 +72,13 @@ type Profile struct {
 	// (libcuda.so*, nvidia-smi, ...), as it does once an NVIDIA driver is
 	// installed on Windows.
 	NVIDIALib bool
+	// ROCm says the WSL distro has ROCm 7.2 with librocdxg installed under
+	// /opt/rocm, as AMD's WSL instructions have users do.
+	ROCm bool
+	// DRI says WSL created /dev/dri/card0 and renderD128 (a Windows driver
+	// with video support); WSLg that WSLg runs (/mnt/wslg with its X11,
+	// Wayland and PulseAudio sockets), as on Windows 11.
+	DRI, WSLg bool
 }
 
 const storePrefix = `\SystemRoot\System32\DriverStore\FileRepository\`
@@ -81,6 +88,8 @@ var profiles = []Profile{
 		Name:      "nvidia-laptop",
 		Summary:   "Intel Iris Xe iGPU + NVIDIA RTX 3060 Laptop dGPU (Optimus)",
 		NVIDIALib: true,
+		DRI:       true,
+		WSLg:      true,
 		Adapters: []Adapter{
 			{
 				LUIDLow: 0x1a1d77, VendorID: VendorIntel, DeviceID: 0x9a49,
@@ -102,7 +111,10 @@ var profiles = []Profile{
 	},
 	{
 		Name:    "amd-desktop",
-		Summary: "AMD Radeon RX 7900 XTX",
+		Summary: "AMD Radeon RX 7900 XTX, ROCm 7.2 with librocdxg in the distro",
+		ROCm:    true,
+		DRI:     true,
+		WSLg:    true,
 		Adapters: []Adapter{
 			{
 				LUIDLow: 0x10b3c, VendorID: VendorAMD, DeviceID: 0x744c,
@@ -117,6 +129,8 @@ var profiles = []Profile{
 	{
 		Name:    "intel-npu",
 		Summary: "Intel Arc (Meteor Lake) iGPU + Intel AI Boost NPU (compute-only)",
+		DRI:     true,
+		WSLg:    true,
 		Adapters: []Adapter{
 			{
 				LUIDLow: 0x13f2e, VendorID: VendorIntel, DeviceID: 0x7d55,
@@ -133,6 +147,30 @@ var profiles = []Profile{
 				Description:     "Intel(R) AI Boost",
 				DriverStorePath: storePrefix + "KIPUDRV.INF_AMD64_5D9E7C7A1B3F2E08",
 				Folder:          "kipudrv.inf_amd64_5d9e7c7a1b3f2e08", Kind: FolderNPU,
+			},
+		},
+	},
+	{
+		Name:    "intel-arc-desktop",
+		Summary: "Intel UHD 770 iGPU + Intel Arc A770 dGPU, one driver package for both",
+		DRI:     true,
+		WSLg:    true,
+		Adapters: []Adapter{
+			{
+				LUIDLow: 0x11c5e, VendorID: VendorIntel, DeviceID: 0xa780,
+				SubVendorID: 0x1458, SubSystemID: 0xd000, RevisionID: 0x04,
+				WDDMVersion: 3100, Flags: FlagRender | FlagParavirtualized,
+				Description:     "Intel(R) UHD Graphics 770",
+				DriverStorePath: storePrefix + "iigd_dch.inf_amd64_8d7e3f0c5a1b2946",
+				Folder:          "iigd_dch.inf_amd64_8d7e3f0c5a1b2946", Kind: FolderIntel,
+			},
+			{
+				LUIDLow: 0x12f3a, VendorID: VendorIntel, DeviceID: 0x56a0,
+				SubVendorID: 0x8086, SubSystemID: 0x1020, RevisionID: 0x08,
+				WDDMVersion: 3100, Flags: FlagRender | FlagParavirtualized,
+				Description:     "Intel(R) Arc(TM) A770 Graphics",
+				DriverStorePath: storePrefix + "iigd_dch.inf_amd64_8d7e3f0c5a1b2946",
+				Folder:          "iigd_dch.inf_amd64_8d7e3f0c5a1b2946", Kind: FolderIntel,
 			},
 		},
 	},

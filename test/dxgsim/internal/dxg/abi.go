@@ -119,19 +119,27 @@ const (
 	typeTimingsFromVidPN = 0x200
 )
 
-// Windows NTSTATUS values the host and old drivers return.
+// Windows NTSTATUS values the host and old drivers return, as the kernel's
+// drivers/hv/dxgkrnl/misc.h defines them (STATUS_NOT_FOUND is not there:
+// the kernel has no translation for it).
 const (
-	statusSuccess          = 0x00000000
-	statusTimeout          = 0x00000102
-	statusNotImplemented   = 0xC0000002
-	statusInvalidHandle    = 0xC0000008
-	statusInvalidParameter = 0xC000000D
-	statusNoMemory         = 0xC0000017
-	statusAccessDenied     = 0xC0000022
-	statusBufferTooSmall   = 0xC0000023
-	statusNotSupported     = 0xC00000BB
-	statusNotFound         = 0xC0000225
-	statusDeviceRemoved    = 0xC00002B6
+	statusSuccess                = 0x00000000
+	statusTimeout                = 0x00000102 // a success code: NT_SUCCESS
+	statusNotImplemented         = 0xC0000002
+	statusInvalidHandle          = 0xC0000008
+	statusInvalidParameter       = 0xC000000D
+	statusNoMemory               = 0xC0000017
+	statusIllegalInstruction     = 0xC000001D
+	statusAccessDenied           = 0xC0000022
+	statusBufferTooSmall         = 0xC0000023
+	statusObjectTypeMismatch     = 0xC0000024
+	statusObjectNameInvalid      = 0xC0000033
+	statusObjectNameNotFound     = 0xC0000034
+	statusObjectNameCollision    = 0xC0000035
+	statusNotSupported           = 0xC00000BB
+	statusNotFound               = 0xC0000225
+	statusDeviceRemoved          = 0xC00002B6
+	statusGraphicsAllocationBusy = 0xC01E0102
 )
 
 // handleBase and handleStep shape handle values like a real driver's

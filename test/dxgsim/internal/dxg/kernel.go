@@ -201,25 +201,54 @@ func (k *Kernel) hostFail(nt uint32) Result {
 	if k.cfg.NTStatus {
 		return Result{Val: int64(int32(nt))}
 	}
-	e := syscall.EINVAL
-	switch nt {
-	case statusBufferTooSmall:
-		e = syscall.EOVERFLOW
-	case statusNotSupported, statusNotImplemented:
-		e = syscall.EPERM
-	case statusNotFound:
-		e = syscall.ENOENT
-	case statusAccessDenied:
-		e = syscall.EACCES
-	case statusDeviceRemoved:
-		e = syscall.ENODEV
-	case statusInvalidHandle:
-		e = syscall.EBADF
-	case statusTimeout:
-		e = syscall.EAGAIN
-	}
-	return Result{Errno: e}
+	return Result{Errno: ntstatusErrno(nt)}
 }
+
+// ntstatusErrno is the kernel's ntstatus2int (drivers/hv/dxgkrnl/
+// dxgvmbus.c) for a failure status: the statuses it names, EINVAL for
+// every other one, STATUS_NOT_FOUND included. Success codes (NT_SUCCESS,
+// STATUS_TIMEOUT among them) give 0: the kernel carries on as if the host
+// had succeeded.
+func ntstatusErrno(nt uint32) syscall.Errno {
+	if int32(nt) >= 0 {
+		return 0
+	}
+	switch nt {
+	case statusObjectNameCollision:
+		return syscall.EEXIST
+	case statusNoMemory:
+		return syscall.ENOMEM
+	case statusInvalidParameter:
+		return syscall.EINVAL
+	case statusObjectNameInvalid, statusObjectNameNotFound:
+		return syscall.ENOENT
+	case statusBufferTooSmall:
+		return syscall.EOVERFLOW
+	case statusDeviceRemoved:
+		return syscall.ENODEV
+	case statusAccessDenied:
+		return syscall.EACCES
+	case statusNotSupported, statusNotImplemented:
+		return syscall.EPERM
+	case statusIllegalInstruction:
+		return syscall.EOPNOTSUPP
+	case statusInvalidHandle:
+		return syscall.EBADF
+	case statusGraphicsAllocationBusy:
+		return syscall.EINPROGRESS
+	case statusObjectTypeMismatch:
+		return syscall.EPROTOTYPE
+	}
+	return syscall.EINVAL
+}
+
+// copyFault is what the driver returns when copy_from_user or copy_to_user
+// fails on a caller's pointer: the shipped driver's ioctl.c and dxgvmbus.c
+// turn every such failure of the calls emulated here into EINVAL, not
+// EFAULT (dxg-uapi.md). A later patch series ("Improve tracing and return
+// values from copy from user") moves many of them to EFAULT; a client must
+// not tell the two apart, and ours never passes a bad pointer.
+const copyFault = syscall.EINVAL
 
 func (k *Kernel) read(mem Memory, addr uint64, n int) ([]byte, bool) {
 	b := make([]byte, n)
@@ -245,7 +274,7 @@ func (k *Kernel) enumerable(includeComputeOnly bool) []int {
 func (k *Kernel) enumAdapters2(c Caller, arg uint64, mem Memory, live func() bool) Result {
 	args, ok := k.read(mem, arg, sizeEnumAdapters2)
 	if !ok {
-		return k.fail(syscall.EFAULT)
+		return k.fail(copyFault)
 	}
 	capacity, adapters := le.Uint32(args[0:]), le.Uint64(args[8:])
 	total := uint32(len(k.host.adapters))
@@ -263,6 +292,12 @@ func (k *Kernel) enumAdapters2(c Caller, arg uint64, mem Memory, live func() boo
 	if capacity > adaptersMax {
 		return k.fail(syscall.EINVAL)
 	}
+	// The driver allocates its array for capacity entries: vzalloc(0) is
+	// NULL, so capacity 0 with an array (possible only when the host has
+	// no adapters, else EOVERFLOW came first) fails with ENOMEM.
+	if capacity == 0 {
+		return k.fail(syscall.ENOMEM)
+	}
 	return k.fill(c, mem, arg, adapters, k.enumerable(false), live)
 }
 
@@ -272,7 +307,7 @@ func (k *Kernel) enumAdapters3(c Caller, arg uint64, mem Memory, live func() boo
 	}
 	args, ok := k.read(mem, arg, sizeEnumAdapters3)
 	if !ok {
-		return k.fail(syscall.EFAULT)
+		return k.fail(copyFault)
 	}
 	filter, capacity, adapters := le.Uint64(args[0:]), le.Uint32(args[8:]), le.Uint64(args[16:])
 	countAt := arg + 8
@@ -311,7 +346,7 @@ func (k *Kernel) writeCount(mem Memory, addr uint64, n uint32) Result {
 	var b [4]byte
 	le.PutUint32(b[:], n)
 	if mem.Write(addr, b[:]) != nil {
-		return k.fail(syscall.EFAULT)
+		return k.fail(copyFault)
 	}
 	return Result{}
 }
@@ -340,7 +375,7 @@ func (k *Kernel) fill(c Caller, mem Memory, countAt, array uint64, list []int, l
 	le.PutUint32(cnt[:], uint32(len(list)))
 	if mem.Write(countAt, cnt[:]) != nil || len(buf) > 0 && mem.Write(array, buf) != nil {
 		k.closeAll(c.Process, handles)
-		return k.fail(syscall.EFAULT)
+		return k.fail(copyFault)
 	}
 	return Result{}
 }
@@ -390,12 +425,17 @@ func (k *Kernel) adapterOf(p Process, h uint32) (int, bool) {
 func (k *Kernel) closeAdapter(c Caller, arg uint64, mem Memory, live func() bool) Result {
 	args, ok := k.read(mem, arg, sizeCloseAdapter)
 	if !ok {
-		return k.fail(syscall.EFAULT)
+		return k.fail(copyFault)
 	}
 	if !live() {
 		return Result{Gone: true}
 	}
 	h := le.Uint32(args)
+	// dxgprocess_close_adapter returns 0 for handle 0 before it looks at
+	// the handle table: the driver's own cleanup paths rely on it.
+	if h == 0 {
+		return Result{}
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	p := k.procs[c.Process]
@@ -413,7 +453,7 @@ func (k *Kernel) closeAdapter(c Caller, arg uint64, mem Memory, live func() bool
 func (k *Kernel) openAdapterFromLUID(c Caller, arg uint64, mem Memory, live func() bool) Result {
 	args, ok := k.read(mem, arg, sizeOpenAdapterFromLUID)
 	if !ok {
-		return k.fail(syscall.EFAULT)
+		return k.fail(copyFault)
 	}
 	low, high := le.Uint32(args[0:]), le.Uint32(args[4:])
 	idx := -1
@@ -437,7 +477,7 @@ func (k *Kernel) openAdapterFromLUID(c Caller, arg uint64, mem Memory, live func
 	le.PutUint32(b[:], hs[0])
 	if mem.Write(arg+8, b[:]) != nil {
 		k.closeAll(c.Process, hs)
-		return k.fail(syscall.EFAULT)
+		return k.fail(copyFault)
 	}
 	return Result{}
 }
@@ -445,7 +485,7 @@ func (k *Kernel) openAdapterFromLUID(c Caller, arg uint64, mem Memory, live func
 func (k *Kernel) queryAdapterInfo(c Caller, arg uint64, mem Memory, live func() bool) Result {
 	args, ok := k.read(mem, arg, sizeQueryAdapterInfo)
 	if !ok {
-		return k.fail(syscall.EFAULT)
+		return k.fail(copyFault)
 	}
 	h, typ := le.Uint32(args[0:]), le.Uint32(args[4:])
 	data, size := le.Uint64(args[8:]), le.Uint32(args[16:])
@@ -458,12 +498,12 @@ func (k *Kernel) queryAdapterInfo(c Caller, arg uint64, mem Memory, live func() 
 	}
 	buf, ok := k.read(mem, data, int(size))
 	if !ok {
-		return k.fail(syscall.EFAULT)
+		return k.fail(copyFault)
 	}
 	if !live() {
 		return Result{Gone: true}
 	}
-	if nt := k.host.queryAdapterInfo(idx, typ, buf); nt != statusSuccess {
+	if nt := k.host.queryAdapterInfo(idx, typ, buf); int32(nt) < 0 {
 		return k.hostFail(nt)
 	}
 	if typ == qaiAdapterType || typ == qaiAdapterTypeRender {
@@ -473,7 +513,7 @@ func (k *Kernel) queryAdapterInfo(c Caller, arg uint64, mem Memory, live func() 
 		le.PutUint32(buf, t)
 	}
 	if mem.Write(data, buf) != nil {
-		return k.fail(syscall.EFAULT)
+		return k.fail(copyFault)
 	}
 	return Result{}
 }

@@ -296,7 +296,7 @@ func TestEnumErrors(t *testing.T) {
 			run: func(k *Kernel, m *memory) (Result, uint32) {
 				return k.Ioctl(alice, LX_DXENUMADAPTERS3, 8, m, always), 0
 			},
-			wantErrno: syscall.EFAULT,
+			wantErrno: syscall.EINVAL,
 		},
 	}
 	for _, tt := range tests {
@@ -559,5 +559,217 @@ func eq[T comparable](t *testing.T, got, want T) {
 	t.Helper()
 	if got != want {
 		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// TestNTStatusErrno pins the emulated ntstatus2int (drivers/hv/dxgkrnl/
+// dxgvmbus.c, values from misc.h) status by status.
+func TestNTStatusErrno(t *testing.T) {
+	tests := []struct {
+		name string
+		nt   uint32
+		want syscall.Errno
+	}{
+		{"OBJECT_NAME_COLLISION", 0xC0000035, syscall.EEXIST},
+		{"NO_MEMORY", 0xC0000017, syscall.ENOMEM},
+		{"INVALID_PARAMETER", 0xC000000D, syscall.EINVAL},
+		{"OBJECT_NAME_INVALID", 0xC0000033, syscall.ENOENT},
+		{"OBJECT_NAME_NOT_FOUND", 0xC0000034, syscall.ENOENT},
+		{"BUFFER_TOO_SMALL", 0xC0000023, syscall.EOVERFLOW},
+		{"DEVICE_REMOVED", 0xC00002B6, syscall.ENODEV},
+		{"ACCESS_DENIED", 0xC0000022, syscall.EACCES},
+		{"NOT_SUPPORTED", 0xC00000BB, syscall.EPERM},
+		{"NOT_IMPLEMENTED", 0xC0000002, syscall.EPERM},
+		{"ILLEGAL_INSTRUCTION", 0xC000001D, syscall.EOPNOTSUPP},
+		{"INVALID_HANDLE", 0xC0000008, syscall.EBADF},
+		{"GRAPHICS_ALLOCATION_BUSY", 0xC01E0102, syscall.EINPROGRESS},
+		{"OBJECT_TYPE_MISMATCH", 0xC0000024, syscall.EPROTOTYPE},
+		{"NOT_FOUND is not translated", 0xC0000225, syscall.EINVAL},
+		{"UNSUCCESSFUL is not translated", 0xC0000001, syscall.EINVAL},
+		{"TIMEOUT is a success code", 0x00000102, 0},
+		{"SUCCESS", 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ntstatusErrno(tt.nt); got != tt.want {
+				t.Errorf("ntstatusErrno(%#x) = %v, want %v", tt.nt, got, tt.want)
+			}
+		})
+	}
+}
+
+// faultMemory is memory whose writes to one range fault, as a read-only or
+// unmapped page in the caller would.
+type faultMemory struct {
+	*memory
+	from, to uint64
+}
+
+func (m faultMemory) Write(addr uint64, b []byte) error {
+	if addr < m.to && addr+uint64(len(b)) > m.from {
+		return errFault
+	}
+	return m.memory.Write(addr, b)
+}
+
+// TestKernelCornerCases are the rules the driver's source settles that a
+// client meets only by mistake: each must be neither stricter nor looser
+// than the kernel.
+func TestKernelCornerCases(t *testing.T) {
+	nvidia := profile(t, "nvidia-laptop")
+	const unmapped = 8 // below the fake region: every access faults
+	tests := []struct {
+		name      string
+		cfg       Config
+		run       func(k *Kernel, m *memory) Result
+		wantErrno syscall.Errno
+		wantVal   int64
+		open      int // handles alice holds afterwards
+	}{
+		{
+			name: "ENUMADAPTERS2 capacity 0 with an array, no adapters: ENOMEM",
+			cfg:  Config{Profile: nvidia, ZeroAdapters: true},
+			run: func(k *Kernel, m *memory) Result {
+				r, _, _ := enum2(k, alice, m, 0, true)
+				return r
+			},
+			wantErrno: syscall.ENOMEM,
+		},
+		{
+			name: "ENUMADAPTERS2 capacity 0 with an array, adapters present: EOVERFLOW first",
+			cfg:  Config{Profile: nvidia},
+			run: func(k *Kernel, m *memory) Result {
+				r, _, _ := enum2(k, alice, m, 0, true)
+				return r
+			},
+			wantErrno: syscall.EOVERFLOW,
+		},
+		{
+			name: "ENUMADAPTERS2 capacity 0 with an array, old driver: STATUS_NO_MEMORY",
+			cfg:  Config{Profile: nvidia, ZeroAdapters: true, NTStatus: true},
+			run: func(k *Kernel, m *memory) Result {
+				r, _, _ := enum2(k, alice, m, 0, true)
+				return r
+			},
+			wantVal: -0x3fffffe9, // 0xC0000017 as a negative result
+		},
+		{
+			name:      "CLOSEADAPTER(0) succeeds, before any handle exists",
+			cfg:       Config{Profile: nvidia},
+			run:       func(k *Kernel, m *memory) Result { return closeAdapter(k, alice, m, 0) },
+			wantErrno: 0,
+		},
+		{
+			name: "CLOSEADAPTER(0) succeeds with handles open, and closes none",
+			cfg:  Config{Profile: nvidia},
+			run: func(k *Kernel, m *memory) Result {
+				enum3(k, alice, m, 1, 64)
+				return closeAdapter(k, alice, m, 0)
+			},
+			open: 2,
+		},
+		{
+			name:      "CLOSEADAPTER argument fault: EINVAL",
+			cfg:       Config{Profile: nvidia},
+			run:       func(k *Kernel, m *memory) Result { return k.Ioctl(alice, LX_DXCLOSEADAPTER, unmapped, m, always) },
+			wantErrno: syscall.EINVAL,
+		},
+		{
+			name:      "ENUMADAPTERS2 argument fault: EINVAL",
+			cfg:       Config{Profile: nvidia},
+			run:       func(k *Kernel, m *memory) Result { return k.Ioctl(alice, LX_DXENUMADAPTERS2, unmapped, m, always) },
+			wantErrno: syscall.EINVAL,
+		},
+		{
+			name: "ENUMADAPTERS2 array fault: EINVAL, the handles closed again",
+			cfg:  Config{Profile: nvidia},
+			run: func(k *Kernel, m *memory) Result {
+				args := m.alloc(sizeEnumAdapters2)
+				m.put32(args, 64)
+				m.put64(args+8, unmapped)
+				return k.Ioctl(alice, LX_DXENUMADAPTERS2, args, m, always)
+			},
+			wantErrno: syscall.EINVAL,
+		},
+		{
+			name: "ENUMADAPTERS3 array fault: EINVAL, the handles closed again",
+			cfg:  Config{Profile: nvidia},
+			run: func(k *Kernel, m *memory) Result {
+				args := m.alloc(sizeEnumAdapters3)
+				m.put32(args+8, 64)
+				m.put64(args+16, unmapped)
+				return k.Ioctl(alice, LX_DXENUMADAPTERS3, args, m, always)
+			},
+			wantErrno: syscall.EINVAL,
+		},
+		{
+			name: "ENUMADAPTERS3 count written to a read-only page: EINVAL",
+			cfg:  Config{Profile: nvidia},
+			run: func(k *Kernel, m *memory) Result {
+				args := m.alloc(sizeEnumAdapters3)
+				return k.Ioctl(alice, LX_DXENUMADAPTERS3, args, faultMemory{m, args + 8, args + 12}, always)
+			},
+			wantErrno: syscall.EINVAL,
+		},
+		{
+			name: "OPENADAPTERFROMLUID handle written to a read-only page: EINVAL, the handle closed again",
+			cfg:  Config{Profile: nvidia},
+			run: func(k *Kernel, m *memory) Result {
+				args := m.alloc(sizeOpenAdapterFromLUID)
+				m.put32(args, nvidia.Adapters[0].LUIDLow)
+				m.put32(args+4, nvidia.Adapters[0].LUIDHigh)
+				return k.Ioctl(alice, LX_DXOPENADAPTERFROMLUID, args, faultMemory{m, args + 8, args + 12}, always)
+			},
+			wantErrno: syscall.EINVAL,
+		},
+		{
+			name: "QUERYADAPTERINFO private data fault: EINVAL",
+			cfg:  Config{Profile: nvidia},
+			run: func(k *Kernel, m *memory) Result {
+				_, _, es := enum3(k, alice, m, 1, 64)
+				defer closeAll(k, m, es)
+				args := m.alloc(sizeQueryAdapterInfo)
+				m.put32(args, es[0].handle)
+				m.put32(args+4, qaiDriverVersion)
+				m.put64(args+8, unmapped)
+				m.put32(args+16, 4)
+				return k.Ioctl(alice, LX_DXQUERYADAPTERINFO, args, m, always)
+			},
+			wantErrno: syscall.EINVAL,
+		},
+		{
+			name: "QUERYADAPTERINFO answer written to a read-only page: EINVAL",
+			cfg:  Config{Profile: nvidia},
+			run: func(k *Kernel, m *memory) Result {
+				_, _, es := enum3(k, alice, m, 1, 64)
+				defer closeAll(k, m, es)
+				args, buf := m.alloc(sizeQueryAdapterInfo), m.alloc(4)
+				m.put32(args, es[0].handle)
+				m.put32(args+4, qaiDriverVersion)
+				m.put64(args+8, buf)
+				m.put32(args+16, 4)
+				return k.Ioctl(alice, LX_DXQUERYADAPTERINFO, args, faultMemory{m, buf, buf + 4}, always)
+			},
+			wantErrno: syscall.EINVAL,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := newKernel(t, tt.cfg)
+			r := tt.run(k, newMemory())
+			if r.Errno != tt.wantErrno || r.Val != tt.wantVal {
+				t.Errorf("result = (%#x, %v), want (%#x, %v)", r.Val, r.Errno, tt.wantVal, tt.wantErrno)
+			}
+			s := k.Stats()
+			if open := int(s.HandlesOpened - s.HandlesClosed); open != tt.open {
+				t.Errorf("alice holds %d handles afterwards, want %d", open, tt.open)
+			}
+		})
+	}
+}
+
+func closeAll(k *Kernel, m *memory, es []entry) {
+	for _, e := range es {
+		closeAdapter(k, alice, m, e.handle)
 	}
 }

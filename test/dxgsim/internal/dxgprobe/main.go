@@ -20,6 +20,11 @@
 //	openluid:LOW:HIGH            OPENADAPTERFROMLUID
 //	child:STEP+STEP...           run those steps in a child process (own fd);
 //	                             $N in them is this process's N-th handle
+//	badarg:NAME                  the NAME ioctl (enum2, enum3, close, query,
+//	                             openluid) with an argument pointer into the
+//	                             never-mapped first page
+//	enum2bad:CAP, enum3bad:CAP   a fill whose adapter array is in that page
+//	querybad:I:TYPE:SIZE         a query whose private data is in that page
 //
 // The open itself is the first line ("op":"open"). dxgprobe exits 0 unless
 // its arguments are wrong (2): the tests judge the results.
@@ -166,6 +171,16 @@ func (p *probe) ioctl(req uintptr, arg unsafe.Pointer) (int64, int) {
 	return int64(r1), int(e)
 }
 
+// badPointer is an address in the first page, which Linux never maps
+// (vm.mmap_min_addr): any copy from or to it faults.
+const badPointer = 8
+
+// ioctlAt passes a raw address as the argument.
+func (p *probe) ioctlAt(req, addr uintptr) (int64, int) {
+	r1, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(p.fd), req, addr)
+	return int64(r1), int(e)
+}
+
 func num(s string) (uint32, error) {
 	v, err := strconv.ParseUint(s, 0, 32)
 	return uint32(v), err
@@ -174,7 +189,7 @@ func num(s string) (uint32, error) {
 func (p *probe) step(step string) (Result, error) {
 	f := strings.Split(step, ":")
 	args := make([]uint32, 0, len(f))
-	if f[0] != "child" {
+	if f[0] != "child" && f[0] != "badarg" {
 		for _, s := range f[1:] {
 			if s == "all" {
 				continue
@@ -186,7 +201,11 @@ func (p *probe) step(step string) (Result, error) {
 			args = append(args, v)
 		}
 	}
-	want := map[string]int{"count2": 0, "enum2": 1, "count3": 1, "enum3": 2, "query": 3, "queryh": 3, "registry": 1, "openluid": 2}
+	want := map[string]int{"count2": 0, "enum2": 1, "count3": 1, "enum3": 2, "query": 3, "queryh": 3, "registry": 1, "openluid": 2,
+		"enum2bad": 1, "enum3bad": 1, "querybad": 3}
+	if f[0] == "badarg" {
+		args = nil
+	}
 	if n, ok := want[f[0]]; ok && len(args) != n {
 		return Result{}, fmt.Errorf("%s takes %d numbers", f[0], n)
 	}
@@ -266,6 +285,35 @@ func (p *probe) step(step string) (Result, error) {
 		return r, nil
 	case "child":
 		return p.child(step, strings.TrimPrefix(step, "child:"))
+	case "badarg":
+		req, ok := map[string]uintptr{"enum2": ioctlEnumAdapters2, "enum3": ioctlEnumAdapters3, "close": ioctlCloseAdapter,
+			"query": ioctlQueryAdapterInfo, "openluid": ioctlOpenAdapterFromLUID}[strings.TrimPrefix(step, "badarg:")]
+		if !ok {
+			return Result{}, fmt.Errorf("badarg takes enum2, enum3, close, query or openluid")
+		}
+		r := Result{Op: step}
+		r.Ret, r.Errno = p.ioctlAt(req, badPointer)
+		return r, nil
+	case "enum2bad":
+		a := enumAdapters2{NumAdapters: args[0], Adapters: badPointer}
+		r := Result{Op: step}
+		r.Ret, r.Errno = p.ioctl(ioctlEnumAdapters2, unsafe.Pointer(&a))
+		r.Count = &a.NumAdapters
+		return r, nil
+	case "enum3bad":
+		a := enumAdapters3{Filter: 1, AdapterCount: args[0], Adapters: badPointer}
+		r := Result{Op: step}
+		r.Ret, r.Errno = p.ioctl(ioctlEnumAdapters3, unsafe.Pointer(&a))
+		r.Count = &a.AdapterCount
+		return r, nil
+	case "querybad":
+		if int(args[0]) >= len(p.last) {
+			return Result{}, fmt.Errorf("no handle %d in the last enumeration", args[0])
+		}
+		q := queryAdapterInfo{Handle: p.last[args[0]], Type: args[1], PrivateData: badPointer, PrivateDataSize: args[2]}
+		r := Result{Op: step}
+		r.Ret, r.Errno = p.ioctl(ioctlQueryAdapterInfo, unsafe.Pointer(&q))
+		return r, nil
 	}
 	return Result{}, fmt.Errorf("unknown step")
 }

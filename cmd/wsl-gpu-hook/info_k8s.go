@@ -1,0 +1,75 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/deviceplugin"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+)
+
+// k8sDevice is one row of `info --k8s --json`; field names are a stable interface.
+type k8sDevice struct {
+	Resource string `json:"resource"`
+	ID       string `json:"id"`
+	Adapter  int    `json:"adapter"`
+	LUID     string `json:"luid"`
+	CDIName  string `json:"cdiName"`
+	Healthy  bool   `json:"healthy"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// runInfoK8s prints what the device plugin would advertise on this host,
+// from the same pure decisions the plugin makes.
+func runInfoK8s(cfg config.Config, asJSON bool, stdout io.Writer) error {
+	opt := deviceplugin.OptionsFrom(cfg)
+	inv, err := listInventory(cfg)
+	plan := deviceplugin.Build(inv, err, nil, opt)
+	if plan.Problem != "" {
+		return fmt.Errorf("info: %s", plan.Problem)
+	}
+	rows := []k8sDevice{}
+	for _, d := range plan.Devices {
+		rows = append(rows, k8sDevice{Resource: d.Resource, ID: d.ID, Adapter: d.Adapter.Index, LUID: d.Adapter.LUID.String(),
+			CDIName: d.CDIName(), Healthy: d.Healthy, Reason: d.Reason})
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"devices": rows, "features": strings.Split(strings.TrimSpace(deviceplugin.Features(inv)), "\n")[1:]})
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RESOURCE\tDEVICE ID\tADAPTER\tCDI NAME\tHEALTH")
+	for _, r := range rows {
+		health := "healthy"
+		if !r.Healthy {
+			health = "unhealthy: " + r.Reason
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.Resource, r.ID, r.Adapter, r.CDIName, health)
+	}
+	tw.Flush()
+	if len(rows) == 0 {
+		fmt.Fprintln(stdout, "no adapter is advertised (software adapters never are; a vendor whose resource is \"\" is not)")
+	}
+	fmt.Fprintf(stdout, "replicas per adapter %d, CDI names in Allocate %t\n", opt.Replicas, opt.CDI)
+	return nil
+}
+
+// listInventory is the plugin's view of the host.
+func listInventory(cfg config.Config) (*driverstore.Inventory, error) {
+	enum, err := dxcore.Enumerate(cfg.DxgDevice)
+	if err != nil && !errors.Is(err, dxcore.ErrNoAdapters) {
+		return nil, err
+	}
+	var adapters []dxcore.Adapter
+	if enum != nil {
+		adapters = enum.Adapters
+	}
+	return driverstore.Build(adapters, driverstore.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir})
+}

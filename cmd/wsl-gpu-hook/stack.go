@@ -1,0 +1,89 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/sirupsen/logrus"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devcgroup"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
+)
+
+func stackOptions(cfg config.Config) vendorstack.ProbeOptions {
+	return vendorstack.ProbeOptions{ROCmDir: cfg.ROCmDir, DRIDir: cfg.DRIDir, WSLgDir: cfg.WSLgDir}
+}
+
+// probeStack looks at what the vendor stacks and capabilities need on the
+// host (librocdxg, /dev/dri, WSLg), only as far as caps and the host's
+// adapters can need it.
+func probeStack(cfg config.Config, host gpuplan.Host, caps capability.Set) (vendorstack.Host, error) {
+	var adapters []vendorstack.Adapter
+	if host.Inventory != nil {
+		adapters = vendorstack.FromInventory(host.Inventory.Adapters)
+	}
+	return vendorstack.ProbeFor(stackOptions(cfg), adapters, caps|capability.Default)
+}
+
+// logStack says what the stacks got that the log should show: what was left
+// out and why, and the variables a hook cannot put into the container's
+// environment (only CDI devices and the wrapper can), unless it has them.
+func logStack(log *logrus.Entry, spec *oci.Spec, e vendorstack.Edits) {
+	for _, n := range e.Notes {
+		log.Warnf("%s", n)
+	}
+	var missing, why []string
+	for _, v := range e.Env {
+		if got, ok := spec.Env(v.Name); ok && got == v.Value {
+			continue
+		}
+		missing = append(missing, "-e "+v.String())
+		why = append(why, v.Name+": "+v.Why)
+	}
+	if len(missing) > 0 {
+		log.Warnf("set in the container yourself (a hook cannot change its environment; CDI devices and the wsl-gpu runtime do): %s (%s)",
+			strings.Join(missing, " "), strings.Join(why, "; "))
+	}
+}
+
+// allowNodes allows each node in the device cgroup of pid. On cgroup v2 each
+// call rebuilds the program from rules, so each node's rule is carried into
+// the next call.
+func allowNodes(pid int, rules []specs.LinuxDeviceCgroup, nodes []devnode.Node) error {
+	rules = append([]specs.LinuxDeviceCgroup{}, rules...)
+	for _, n := range nodes {
+		if err := devcgroup.Allow(pid, rules, n); err != nil {
+			return err
+		}
+		major, minor := int64(n.Major), int64(n.Minor)
+		rules = append(rules, specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: &major, Minor: &minor, Access: "rwm"})
+	}
+	return nil
+}
+
+// allowSelfNodes allows the stack's nodes in the hook's own cgroup, which
+// is the container's, after allowSelf allowed dxg there.
+func allowSelfNodes(spec *oci.Spec, dxg devnode.Node, nodes []devnode.Node) error {
+	if len(nodes) == 0 {
+		return nil
+	}
+	self, err := os.Readlink("/proc/self")
+	if err != nil {
+		return fmt.Errorf("find own pid in /proc: %w", err)
+	}
+	pid, err := strconv.Atoi(self)
+	if err != nil {
+		return fmt.Errorf("find own pid in /proc: %q", self)
+	}
+	major, minor := int64(dxg.Major), int64(dxg.Minor)
+	rules := append(spec.DeviceRules(), specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: &major, Minor: &minor, Access: "rwm"})
+	return allowNodes(pid, rules, nodes)
+}

@@ -1,0 +1,24 @@
+#!/bin/sh
+# bench-start: what the hook adds to a container start, against plain runc
+# and NVIDIA's WSL CDI shape, on the simulated NVIDIA laptop host. Needs
+# root, runc, ldconfig and test/e2e's cached Debian image. RUNS (default 21)
+# sets the runs per variant; HOOK=path measures a prebuilt hook binary
+# instead of one built here the way `make build` builds it; COMPARE=path
+# runs a second hook binary (an older build) as a fourth variant.
+set -eu
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" != 0 ]; then
+	echo "bench-start: runs containers with runc: run it as root (sudo make bench-start)" >&2
+	exit 1
+fi
+bin=$(mktemp -d /var/tmp/wsl-gpu-bench-bin-XXXXXX)
+trap 'rm -rf "$bin"' EXIT
+GO=${GO:-go}
+hook=${HOOK:-}
+if [ -z "$hook" ]; then
+	hook=$bin/wsl-gpu-hook
+	CGO_ENABLED=0 $GO build -trimpath -ldflags "-s -w -X main.version=${VERSION:-bench}" -o "$hook" ./cmd/wsl-gpu-hook
+fi
+$GO build -o "$bin/dxgsim" ./test/dxgsim
+$GO build -o "$bin/benchstart" ./hack/benchstart
+"$bin/benchstart" --runs "${RUNS:-21}" --hook "$hook" --compare "${COMPARE:-}" --dxgsim "$bin/dxgsim" "$@"

@@ -1,0 +1,104 @@
+package deviceplugin
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+)
+
+// Where the GPU appears inside every container, whatever the host paths.
+const (
+	ContainerDevice     = "/dev/dxg"
+	ContainerLibDir     = driverstore.DefaultLibDir
+	ContainerDriversDir = driverstore.DefaultDriversDir
+)
+
+// DeviceSpec is a device node for the container.
+type DeviceSpec struct{ HostPath, ContainerPath, Permissions string }
+
+// Mount is a read-only bind mount for the container.
+type Mount struct{ HostPath, ContainerPath string }
+
+// Response is the answer for one container: v1beta1's
+// ContainerAllocateResponse without its types.
+type Response struct {
+	CDIDevices []string
+	Devices    []DeviceSpec
+	Mounts     []Mount
+	Env        map[string]string
+}
+
+// AllocateError is a request the plan cannot serve.
+type AllocateError struct {
+	ID     string
+	Reason string
+}
+
+func (e *AllocateError) Error() string { return fmt.Sprintf("device %s: %s", e.ID, e.Reason) }
+
+// Allocate answers a container's request for device ids of resource: the
+// union of the adapters behind them (replicas of one adapter count once),
+// in host order. A device that is unknown, absent or unhealthy fails the
+// whole request: a container must not start with fewer GPUs than it was
+// given.
+func (p *Plan) Allocate(resource string, ids []string, opt Options) (*Response, error) {
+	if len(ids) == 0 {
+		return nil, errors.New("allocate: no device IDs")
+	}
+	byID := map[string]Device{}
+	for _, d := range p.For(resource) {
+		byID[d.ID] = d
+	}
+	picked := map[int]Device{}
+	for _, id := range ids {
+		d, ok := byID[id]
+		switch {
+		case !ok:
+			return nil, &AllocateError{ID: id, Reason: "not a " + resource + " device of this plugin"}
+		case !d.Present || !d.Healthy:
+			return nil, &AllocateError{ID: id, Reason: "unhealthy: " + d.Reason}
+		}
+		picked[d.Adapter.Index] = d
+	}
+	devs := make([]Device, 0, len(picked))
+	for _, d := range picked {
+		devs = append(devs, d)
+	}
+	sort.Slice(devs, func(i, j int) bool { return devs[i].Adapter.Index < devs[j].Adapter.Index })
+
+	r := &Response{
+		Devices: []DeviceSpec{{HostPath: orDefault(opt.DxgDevice, ContainerDevice), ContainerPath: ContainerDevice, Permissions: "rw"}},
+		Mounts:  []Mount{{HostPath: orDefault(opt.LibDir, driverstore.DefaultLibDir), ContainerPath: ContainerLibDir}},
+		Env:     map[string]string{},
+	}
+	drivers := orDefault(opt.DriversDir, driverstore.DefaultDriversDir)
+	folders := map[string]bool{}
+	var luids []string
+	for _, d := range devs {
+		if opt.CDI {
+			r.CDIDevices = append(r.CDIDevices, d.CDIName())
+		}
+		luids = append(luids, d.Adapter.LUID.String())
+		if f := d.Adapter.Folder; !folders[f] {
+			folders[f] = true
+			r.Mounts = append(r.Mounts, Mount{HostPath: path.Join(drivers, f), ContainerPath: path.Join(ContainerDriversDir, f)})
+		}
+	}
+	if opt.RequestEnv != "" {
+		// LUIDs name the adapters exactly for this boot; the hook, when the
+		// runtime has it, then also registers the libraries with the loader.
+		r.Env[opt.RequestEnv] = strings.Join(luids, ",")
+	}
+	return r, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

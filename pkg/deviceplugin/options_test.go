@@ -1,0 +1,25 @@
+package deviceplugin
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+)
+
+// The shipped defaults advertise what existing manifests ask for.
+func TestOptionsFromDefaults(t *testing.T) {
+	cfg := config.Default()
+	got := OptionsFrom(cfg)
+	want := Options{Resources: DefaultResources(), Replicas: 1, CDI: true,
+		DxgDevice: "/dev/dxg", LibDir: "/usr/lib/wsl/lib", DriversDir: "/usr/lib/wsl/drivers", RequestEnv: "WSL_GPU_DEVICES"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("OptionsFrom(defaults) = %+v\nwant %+v", got, want)
+	}
+	cfg.DevicePlugin.IntelResource, cfg.RequestEnv = "", nil
+	got = OptionsFrom(cfg)
+	if got.Resources[driverstore.Intel] != "" || got.RequestEnv != "" {
+		t.Errorf("Intel off, no request env: %+v", got)
+	}
+}

@@ -1,0 +1,126 @@
+package mounts
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestInRoot checks the confined lookups against hostile trees: whatever
+// the image's links say, a handle names a directory inside the root, and
+// nothing is created outside it.
+func TestInRoot(t *testing.T) {
+	tests := []struct {
+		name  string
+		tree  func(t *testing.T, root, outside string)
+		path  string
+		want  string // the directory the handle must name, relative to root; "" for an error
+		mkdir bool   // mkdirAllInRoot, else openInRoot
+	}{
+		{name: "existing", tree: mkdirs("etc/ld.so.conf.d"), path: "/etc/ld.so.conf.d", want: "etc/ld.so.conf.d", mkdir: true},
+		{name: "created", tree: mkdirs("etc"), path: "/etc/ld.so.conf.d/x", want: "etc/ld.so.conf.d/x", mkdir: true},
+		{name: "created from the root", path: "/usr/lib/wsl", want: "usr/lib/wsl", mkdir: true},
+		{name: "link inside the root is followed", tree: both(mkdirs("usr/bin"), link("bin", "usr/bin")), path: "/bin", want: "usr/bin", mkdir: true},
+		{name: "absolute link stays in the root", tree: both(mkdirs("real"), link("etc", "/real")), path: "/etc/x", want: "real/x", mkdir: true},
+		{name: "dot-dot link stays in the root", tree: both(mkdirs("real"), link("etc", "../../../../real")), path: "/etc/x", want: "real/x", mkdir: true},
+		{name: "link to the host's dir is not followed out", tree: linkOut("etc"), path: "/etc/ld.so.conf.d", mkdir: true},
+		{name: "dangling link is not replaced or followed", tree: link("etc", "/nowhere/x"), path: "/etc/ld.so.conf.d", mkdir: true},
+		{name: "file in the way", tree: file("dev"), path: "/dev", mkdir: true},
+		{name: "open through a link", tree: both(mkdirs("usr/lib64"), link("lib64", "usr/lib64")), path: "/lib64", want: "usr/lib64"},
+		{name: "open does not leave the root", tree: linkOut("lib64"), path: "/lib64/x"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := t.TempDir()
+			root, outside := filepath.Join(base, "root"), filepath.Join(base, "outside")
+			for _, d := range []string{root, outside} {
+				if err := os.Mkdir(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.tree != nil {
+				tt.tree(t, root, outside)
+			}
+			rootF, err := os.OpenFile(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rootF.Close()
+			var h *os.File
+			if tt.mkdir {
+				h, err = mkdirAllInRoot(rootF, tt.path)
+			} else {
+				h, err = openInRoot(rootF, tt.path, unix.O_PATH)
+			}
+			if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+				t.Errorf("created %s outside the root", ents[0].Name())
+			}
+			if tt.want == "" {
+				if err == nil {
+					h.Close()
+					t.Fatalf("got a handle, want an error")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			var got, want unix.Stat_t
+			if err := unix.Fstat(int(h.Fd()), &got); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Stat(filepath.Join(root, tt.want), &want); err != nil {
+				t.Fatal(err)
+			}
+			if got.Ino != want.Ino || got.Dev != want.Dev {
+				t.Errorf("handle names inode %d, want %s (inode %d)", got.Ino, tt.want, want.Ino)
+			}
+		})
+	}
+}
+
+type treeFunc func(t *testing.T, root, outside string)
+
+func mkdirs(p string) treeFunc {
+	return func(t *testing.T, root, _ string) {
+		if err := os.MkdirAll(filepath.Join(root, p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func link(name, to string) treeFunc {
+	return func(t *testing.T, root, _ string) {
+		if err := os.Symlink(to, filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// linkOut links name to the outside directory by its absolute host path.
+func linkOut(name string) treeFunc {
+	return func(t *testing.T, root, outside string) {
+		if err := os.Symlink(outside, filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func file(name string) treeFunc {
+	return func(t *testing.T, root, _ string) {
+		if err := os.WriteFile(filepath.Join(root, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func both(fs ...treeFunc) treeFunc {
+	return func(t *testing.T, root, outside string) {
+		for _, f := range fs {
+			f(t, root, outside)
+		}
+	}
+}

@@ -1,0 +1,319 @@
+package vendorstack
+
+import (
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
+)
+
+// Paths inside the container.
+const (
+	// ContainerRocdxg is librocdxg under its SONAME, which ROCm 7.2+ dlopens.
+	ContainerRocdxg = "/usr/lib/librocdxg.so.1"
+	// ContainerRocdxgDev is the name ROCm 7.1 dlopens and AMD's README binds.
+	ContainerRocdxgDev = "/usr/lib/librocdxg.so"
+	// ContainerRocdxgShare holds dids.conf, as share/rocdxg of the prefix
+	// whose lib holds librocdxg.
+	ContainerRocdxgShare = "/usr/share/rocdxg"
+	ContainerDRIDir      = "/dev/dri"
+	ContainerX11Dir      = "/tmp/.X11-unix"
+	ContainerWSLgRuntime = "/mnt/wslg/runtime-dir"
+	ContainerPulse       = "/mnt/wslg/PulseServer"
+)
+
+// rocdxgSoname is what ROCm 7.2+ dlopens first.
+const rocdxgSoname = "librocdxg.so.1"
+
+// Adapter is a GPU as this package needs it.
+type Adapter struct {
+	// Index is the host's enumeration index.
+	Index       int
+	Vendor      driverstore.Vendor
+	Description string
+	// ComputeOnly marks an MCDM adapter (an NPU, a datacenter GPU in
+	// compute mode): no graphics, no video, its own Level Zero driver.
+	// Known only when the adapters were enumerated with details.
+	ComputeOnly bool
+	// PCIVendor is the physical adapter's PCI vendor id, always known: it
+	// tells AMD's GPUs (0x1002, ATI) from its NPUs (0x1022).
+	PCIVendor uint32
+}
+
+// pciAMDNPU is AMD proper's PCI vendor id, which its Ryzen AI NPUs carry;
+// ROCm drives the Radeon GPUs (0x1002).
+const pciAMDNPU = 0x1022
+
+// rocmGPU reports an adapter ROCm can drive through librocdxg.
+func (a Adapter) rocmGPU() bool {
+	return a.Vendor == driverstore.AMD && !a.ComputeOnly && a.PCIVendor != pciAMDNPU
+}
+
+// FromInventory converts driverstore adapters.
+func FromInventory(as []driverstore.Adapter) []Adapter {
+	out := make([]Adapter, len(as))
+	for i, a := range as {
+		out[i] = Adapter{Index: a.Index, Vendor: a.Vendor, Description: a.Description, ComputeOnly: a.Type.ComputeOnly(), PCIVendor: a.PCI.Vendor}
+	}
+	return out
+}
+
+func (a Adapter) String() string {
+	if a.Description != "" {
+		return fmt.Sprintf("adapter %d (%s)", a.Index, a.Description)
+	}
+	return fmt.Sprintf("adapter %d (%s)", a.Index, a.Vendor)
+}
+
+// Mount is a read-only, nosuid, nodev bind of a host path.
+type Mount struct {
+	HostPath      string `json:"hostPath"`
+	ContainerPath string `json:"containerPath"`
+	// File marks a bind of a file (or socket) rather than a directory.
+	File bool `json:"file,omitempty"`
+}
+
+// Device is a character device node the container gets, with an rw rule.
+type Device struct {
+	Path         string `json:"path"`
+	HostPath     string `json:"hostPath"`
+	Major, Minor uint32
+}
+
+// Var is one environment variable and why it is set.
+type Var struct {
+	Name, Value string
+	// Why says what reads it, for the log and for users who must set it
+	// themselves (a prestart hook cannot).
+	Why string
+}
+
+func (v Var) String() string { return v.Name + "=" + v.Value }
+
+// Edits is what Plan adds to a container.
+type Edits struct {
+	Mounts  []Mount
+	Devices []Device
+	Env     []Var
+	// Ldcache entries register container paths with the image's loader.
+	Ldcache []ldcache.Entry
+	// Notes say what was left out and why, one line each.
+	Notes []string
+}
+
+// Empty reports edits that change nothing.
+func (e Edits) Empty() bool {
+	return len(e.Mounts) == 0 && len(e.Devices) == 0 && len(e.Env) == 0 && len(e.Ldcache) == 0
+}
+
+// EnvList returns the variables as NAME=VALUE.
+func (e Edits) EnvList() []string {
+	out := make([]string, len(e.Env))
+	for i, v := range e.Env {
+		out[i] = v.String()
+	}
+	return out
+}
+
+// Input is everything Plan depends on.
+type Input struct {
+	// Host is every adapter of the host, in enumeration order.
+	Host []Adapter
+	// Selected is what the request selects, in host order.
+	Selected []Adapter
+	// All says the request asked for every adapter: selection variables
+	// are then left unset, so each stack keeps its own default.
+	All  bool
+	Caps capability.Set
+	// Probe is what the Probe functions found; parts Needs did not ask
+	// for may be zero.
+	Probe Host
+}
+
+// Needs says which host probes a request needs.
+func Needs(selected []Adapter, caps capability.Set) (rocm, dri, wslg bool) {
+	for _, a := range selected {
+		rocm = rocm || a.rocmGPU()
+	}
+	return rocm, caps.Has(capability.Video), caps.Has(capability.Display)
+}
+
+// Plan computes the edits. It does no I/O.
+func Plan(in Input) Edits {
+	var e Edits
+	if rocm, _, _ := Needs(in.Selected, in.Caps); rocm {
+		e.add(ROCmEdits(in.Probe.ROCm))
+	}
+	if !in.All {
+		e.Env = append(e.Env, intelEnv(in.Host, in.Selected)...)
+		if in.Caps.Has(capability.Graphics) || in.Caps.Has(capability.Video) {
+			v, note := mesaEnv(in.Host, in.Selected)
+			e.Env = append(e.Env, v...)
+			e.Notes = append(e.Notes, note...)
+		}
+	}
+	if in.Caps.Has(capability.Video) {
+		e.add(VideoEdits(in.Probe.DRI))
+	}
+	if in.Caps.Has(capability.Display) {
+		e.add(DisplayEdits(in.Probe.WSLg))
+	}
+	return e
+}
+
+func (e *Edits) add(o Edits) {
+	e.Mounts = append(e.Mounts, o.Mounts...)
+	e.Devices = append(e.Devices, o.Devices...)
+	e.Env = append(e.Env, o.Env...)
+	e.Ldcache = append(e.Ldcache, o.Ldcache...)
+	e.Notes = append(e.Notes, o.Notes...)
+}
+
+// ROCmEdits is what every AMD GPU needs for ROCm: librocdxg, dids.conf and
+// the variable that makes the HSA runtime load it.
+func ROCmEdits(r ROCm) Edits {
+	var e Edits
+	if r.Lib == "" {
+		e.Notes = append(e.Notes, r.missing("an AMD adapter is selected"))
+		return e
+	}
+	e.Mounts = append(e.Mounts,
+		Mount{HostPath: r.Lib, ContainerPath: ContainerRocdxg, File: true},
+		Mount{HostPath: r.Lib, ContainerPath: ContainerRocdxgDev, File: true})
+	if r.Share != "" {
+		e.Mounts = append(e.Mounts, Mount{HostPath: r.Share, ContainerPath: ContainerRocdxgShare})
+	} else {
+		e.Notes = append(e.Notes, fmt.Sprintf("no %s on the host: librocdxg runs with its built-in device table", path.Join(r.Dir, "share/rocdxg/dids.conf")))
+	}
+	e.Ldcache = append(e.Ldcache, ldcache.Entry{Key: rocdxgSoname, Path: ContainerRocdxg, Flags: ldcache.FlagX8664Libc6})
+	e.Env = append(e.Env, Var{Name: "HSA_ENABLE_DXG_DETECTION", Value: "1", Why: "the HSA runtime loads librocdxg only when it is set"})
+	return e
+}
+
+// gpus returns the adapters of vendor v that are GPUs, in host order.
+func gpus(as []Adapter, v driverstore.Vendor) []Adapter {
+	var out []Adapter
+	for _, a := range as {
+		if a.Vendor == v && !a.ComputeOnly {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// intelEnv narrows Level Zero to the selected Intel GPUs, numbered as the
+// Intel driver numbers them: the Intel GPUs in host order. Nothing when the
+// selection holds every Intel GPU or none.
+func intelEnv(host, selected []Adapter) []Var {
+	hostGPUs, sel := gpus(host, driverstore.Intel), gpus(selected, driverstore.Intel)
+	if len(sel) == 0 || len(sel) == len(hostGPUs) {
+		return nil
+	}
+	var idx []string
+	for i, h := range hostGPUs {
+		for _, s := range sel {
+			if s.Index == h.Index {
+				idx = append(idx, strconv.Itoa(i))
+			}
+		}
+	}
+	return []Var{{Name: "ZE_AFFINITY_MASK", Value: strings.Join(idx, ","), Why: "Level Zero uses only the selected Intel GPUs (a convenience, not isolation)"}}
+}
+
+// mesaEnv points Mesa's D3D12 drivers at the first selected GPU. Mesa takes
+// the first adapter whose description contains the value, so a description
+// another adapter's also contains would pick the wrong one: then nothing is
+// set and a note says why.
+func mesaEnv(host, selected []Adapter) ([]Var, []string) {
+	var first *Adapter
+	for i := range selected {
+		if !selected[i].ComputeOnly {
+			first = &selected[i]
+			break
+		}
+	}
+	if first == nil {
+		return nil, []string{"graphics/video: no selected adapter can render (all are compute-only): MESA_D3D12_DEFAULT_ADAPTER_NAME not set"}
+	}
+	if first.Description == "" {
+		return nil, []string{fmt.Sprintf("graphics/video: the host gave no description for %s: MESA_D3D12_DEFAULT_ADAPTER_NAME not set, Mesa uses its default adapter", first)}
+	}
+	for _, h := range host {
+		if h.Index != first.Index && strings.Contains(h.Description, first.Description) {
+			return nil, []string{fmt.Sprintf("graphics/video: %s and adapter %d have descriptions Mesa cannot tell apart: MESA_D3D12_DEFAULT_ADAPTER_NAME not set", first, h.Index)}
+		}
+	}
+	return []Var{{Name: "MESA_D3D12_DEFAULT_ADAPTER_NAME", Value: first.Description, Why: "Mesa's d3d12 GL, dzn Vulkan and d3d12 VA-API drivers render on this adapter"}}, nil
+}
+
+// AdapterEnv is the selection variables of a device that stands for one
+// adapter a (a CDI device "1" or "intel:0"): what Plan sets when a request
+// selects a alone and asks for graphics. A CDI device cannot see which
+// other devices and capabilities a container asks for, so it carries them
+// whatever the capabilities; they only steer a choice, never grant one.
+func AdapterEnv(host []Adapter, a Adapter) []Var {
+	sel := []Adapter{a}
+	out := intelEnv(host, sel)
+	// With one adapter that renders there is nothing to choose.
+	if !a.ComputeOnly && renderers(host) > 1 {
+		v, _ := mesaEnv(host, sel)
+		out = append(out, v...)
+	}
+	return out
+}
+
+// renderers counts the adapters that can render.
+func renderers(as []Adapter) int {
+	n := 0
+	for _, a := range as {
+		if !a.ComputeOnly {
+			n++
+		}
+	}
+	return n
+}
+
+// VideoEdits is what VA-API on D3D12 needs: the variable and /dev/dri.
+func VideoEdits(dri []Node) Edits {
+	e := Edits{Env: []Var{{Name: "LIBVA_DRIVER_NAME", Value: "d3d12", Why: "VA-API loads Mesa's d3d12 video driver"}}}
+	if len(dri) == 0 {
+		e.Notes = append(e.Notes, "video: the host has no /dev/dri card or render node (WSL creates them when the Windows GPU driver supports video): VA-API will find no device")
+		return e
+	}
+	for _, n := range dri {
+		e.Devices = append(e.Devices, Device{Path: path.Join(ContainerDRIDir, n.Name), HostPath: n.HostPath, Major: n.Major, Minor: n.Minor})
+	}
+	return e
+}
+
+// DisplayEdits is WSLg's sockets and the variables that point clients at
+// them, for whichever of X11, Wayland and PulseAudio the host has.
+func DisplayEdits(w WSLg) Edits {
+	var e Edits
+	if w.X11 == "" && w.RuntimeDir == "" && w.Pulse == "" {
+		e.Notes = append(e.Notes, fmt.Sprintf("display: WSLg is not running (no sockets under %s): it needs Windows 11 or wsl --update, and guiApplications=true in .wslconfig", w.Dir))
+		return e
+	}
+	if w.X11 != "" {
+		e.Mounts = append(e.Mounts, Mount{HostPath: w.X11, ContainerPath: ContainerX11Dir})
+		if w.Display >= 0 {
+			e.Env = append(e.Env, Var{Name: "DISPLAY", Value: ":" + strconv.Itoa(w.Display), Why: "X11 clients connect to WSLg's X server"})
+		}
+	}
+	if w.RuntimeDir != "" {
+		e.Mounts = append(e.Mounts, Mount{HostPath: w.RuntimeDir, ContainerPath: ContainerWSLgRuntime})
+		e.Env = append(e.Env, Var{Name: "XDG_RUNTIME_DIR", Value: ContainerWSLgRuntime, Why: "Wayland and PulseAudio clients find their sockets there"})
+		if w.Wayland != "" {
+			e.Env = append(e.Env, Var{Name: "WAYLAND_DISPLAY", Value: w.Wayland, Why: "Wayland clients connect to WSLg's compositor"})
+		}
+	}
+	if w.Pulse != "" {
+		e.Mounts = append(e.Mounts, Mount{HostPath: w.Pulse, ContainerPath: ContainerPulse, File: true})
+		e.Env = append(e.Env, Var{Name: "PULSE_SERVER", Value: "unix:" + ContainerPulse, Why: "PulseAudio clients play and record through WSLg"})
+	}
+	return e
+}

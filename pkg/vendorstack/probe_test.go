@@ -1,0 +1,257 @@
+package vendorstack
+
+import (
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+)
+
+// write makes the files of a tree: "path" is a directory when it ends in /,
+// "path -> target" a symlink, "path=mode" a file with that mode (octal).
+func write(t testing.TB, root string, lines ...string) {
+	t.Helper()
+	for _, l := range lines {
+		switch {
+		case strings.Contains(l, " -> "):
+			p, target, _ := strings.Cut(l, " -> ")
+			mkparent(t, filepath.Join(root, p))
+			if err := os.Symlink(target, filepath.Join(root, p)); err != nil {
+				t.Fatal(err)
+			}
+		case strings.HasSuffix(l, "/"):
+			if err := os.MkdirAll(filepath.Join(root, l), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			p, mode, _ := strings.Cut(l, "=")
+			m := os.FileMode(0o644)
+			if mode == "600" {
+				m = 0o600
+			}
+			mkparent(t, filepath.Join(root, p))
+			if err := os.WriteFile(filepath.Join(root, p), []byte("x"), m); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(filepath.Join(root, p), m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func mkparent(t testing.TB, p string) {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// socket leaves a unix socket file at p, as a server that bound it does.
+func socket(t *testing.T, p string) {
+	t.Helper()
+	mkparent(t, p)
+	l, err := net.Listen("unix", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+}
+
+func TestProbeROCm(t *testing.T) {
+	tests := []struct {
+		name      string
+		tree      []string
+		wantLib   string // relative to the tree, "" for none
+		wantShare string
+		wantErr   string
+	}{
+		{
+			name: "a packaged install behind /opt/rocm",
+			tree: []string{"opt/rocm -> rocm-7.2.0", "opt/rocm-7.2.0/lib/librocdxg.so.1.2.0",
+				"opt/rocm-7.2.0/lib/librocdxg.so.1 -> librocdxg.so.1.2.0", "opt/rocm-7.2.0/lib/librocdxg.so -> librocdxg.so.1",
+				"opt/rocm-7.2.0/share/rocdxg/dids.conf"},
+			wantLib: "opt/rocm/lib/librocdxg.so.1", wantShare: "opt/rocm/share/rocdxg",
+		},
+		{
+			name:    "only the development name, no dids.conf",
+			tree:    []string{"opt/rocm/lib/librocdxg.so", "opt/rocm/share/rocdxg/"},
+			wantLib: "opt/rocm/lib/librocdxg.so",
+		},
+		{
+			name:    "ROCm without librocdxg",
+			tree:    []string{"opt/rocm/lib/libhsa-runtime64.so.1", "opt/rocm/share/rocdxg/dids.conf"},
+			wantErr: "no librocdxg", wantShare: "opt/rocm/share/rocdxg",
+		},
+		{
+			name:    "no ROCm at all",
+			wantErr: "no librocdxg",
+		},
+		{
+			name:    "a library only root may read",
+			tree:    []string{"opt/rocm/lib/librocdxg.so.1=600"},
+			wantErr: "is not readable by everyone (mode 600)",
+		},
+		{
+			name:    "a directory where the library should be",
+			tree:    []string{"opt/rocm/lib/librocdxg.so.1/"},
+			wantErr: "is not a regular file",
+		},
+		{
+			name:    "a dangling link falls back to the next name",
+			tree:    []string{"opt/rocm/lib/librocdxg.so.1 -> gone", "opt/rocm/lib/librocdxg.so"},
+			wantLib: "opt/rocm/lib/librocdxg.so",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			write(t, root, tt.tree...)
+			dir := filepath.Join(root, "opt/rocm")
+			got := ProbeROCm(dir)
+			abs := func(p string) string {
+				if p == "" {
+					return ""
+				}
+				return filepath.Join(root, p)
+			}
+			if got.Dir != dir || got.Lib != abs(tt.wantLib) || got.Share != abs(tt.wantShare) {
+				t.Errorf("ProbeROCm = %+v\nwant lib %q share %q", got, abs(tt.wantLib), abs(tt.wantShare))
+			}
+			if tt.wantErr == "" && got.Err != nil || tt.wantErr != "" && (got.Err == nil || !strings.Contains(got.Err.Error(), tt.wantErr)) {
+				t.Errorf("Err = %v, want %q", got.Err, tt.wantErr)
+			}
+			if tt.wantErr == "no librocdxg" && !errors.Is(got.Err, ErrNoRocdxg) {
+				t.Errorf("Err = %v, want ErrNoRocdxg", got.Err)
+			}
+		})
+	}
+}
+
+func TestProbeWSLg(t *testing.T) {
+	tests := []struct {
+		name    string
+		sockets []string
+		tree    []string
+		want    WSLg // paths relative to the wslg dir
+	}{
+		{
+			name:    "a running WSLg",
+			sockets: []string{".X11-unix/X0", "runtime-dir/wayland-0", "runtime-dir/pulse/native", "PulseServer"},
+			tree:    []string{"runtime-dir/wayland-0.lock", "weston.log"},
+			want:    WSLg{X11: ".X11-unix", Display: 0, RuntimeDir: "runtime-dir", Wayland: "wayland-0", Pulse: "PulseServer"},
+		},
+		{
+			name:    "the lowest X display wins",
+			sockets: []string{".X11-unix/X2", ".X11-unix/X1"},
+			want:    WSLg{X11: ".X11-unix", Display: 1},
+		},
+		{
+			name: "files named like sockets are not sockets",
+			tree: []string{".X11-unix/X0", "runtime-dir/wayland-0", "PulseServer"},
+			want: WSLg{Display: -1, RuntimeDir: "runtime-dir"},
+		},
+		{
+			name: "no WSLg",
+			want: WSLg{Display: -1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			dir := filepath.Join(root, "wslg")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			write(t, dir, tt.tree...)
+			for _, s := range tt.sockets {
+				socket(t, filepath.Join(dir, s))
+			}
+			want := tt.want
+			want.Dir = dir
+			for _, p := range []*string{&want.X11, &want.RuntimeDir, &want.Pulse} {
+				if *p != "" {
+					*p = filepath.Join(dir, *p)
+				}
+			}
+			if got := ProbeWSLg(dir); !reflect.DeepEqual(got, want) {
+				t.Errorf("ProbeWSLg = %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestProbeDRI(t *testing.T) {
+	t.Run("missing dir", func(t *testing.T) {
+		got, err := ProbeDRI(filepath.Join(t.TempDir(), "dri"))
+		if got != nil || err != nil {
+			t.Fatalf("ProbeDRI = %v, %v; want nothing", got, err)
+		}
+	})
+	t.Run("nodes", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("mknod needs root")
+		}
+		dir := t.TempDir()
+		// /dev/dri as WSL has it, with /dev/null's and /dev/zero's numbers
+		// standing in for the DRM ones; plus what must be skipped.
+		for _, n := range []struct {
+			name string
+			dev  uint64
+		}{{"renderD128", unix.Mkdev(1, 5)}, {"card1", unix.Mkdev(1, 3)}, {"card0", unix.Mkdev(1, 3)}, {"controlD64", unix.Mkdev(1, 3)}} {
+			if err := unix.Mknod(filepath.Join(dir, n.name), unix.S_IFCHR|0o666, int(n.dev)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(t, dir, "by-path/", "card9", "renderD129 -> card0")
+		got, err := ProbeDRI(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []Node{
+			{Name: "card0", HostPath: filepath.Join(dir, "card0"), Major: 1, Minor: 3},
+			{Name: "card1", HostPath: filepath.Join(dir, "card1"), Major: 1, Minor: 3},
+			{Name: "renderD128", HostPath: filepath.Join(dir, "renderD128"), Major: 1, Minor: 5},
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("ProbeDRI = %+v\nwant %+v", got, want)
+		}
+	})
+}
+
+// ProbeFor looks only where the request can need: the hook runs it on
+// every container start.
+func TestProbeFor(t *testing.T) {
+	root := t.TempDir()
+	write(t, root, "opt/rocm/lib/librocdxg.so.1", "mnt/wslg/")
+	socket(t, filepath.Join(root, "mnt/wslg/.X11-unix/X0"))
+	o := ProbeOptions{ROCmDir: filepath.Join(root, "opt/rocm"), DRIDir: filepath.Join(root, "dev/dri"), WSLgDir: filepath.Join(root, "mnt/wslg")}
+	tests := []struct {
+		name       string
+		host       []Adapter
+		caps       capability.Set
+		rocm, wslg bool
+	}{
+		{"nvidia laptop, compute", []Adapter{iris, rtx}, capability.Compute, false, false},
+		{"amd desktop, compute", []Adapter{radeon}, capability.Compute, true, false},
+		{"amd npu only", []Adapter{{Index: 0, Vendor: driverstore.AMD, ComputeOnly: true}}, capability.Compute, false, false},
+		{"display", []Adapter{rtx}, capability.Compute | capability.Display, false, true},
+	}
+	for _, tt := range tests {
+		h, err := ProbeFor(o, tt.host, tt.caps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (h.ROCm.Lib != "") != tt.rocm || (h.WSLg.X11 != "") != tt.wslg {
+			t.Errorf("%s: probed %+v, want rocm %v wslg %v", tt.name, h, tt.rocm, tt.wslg)
+		}
+	}
+}
