@@ -188,7 +188,7 @@ func TestMatrixContainerd(t *testing.T) {
 					t.Fatalf("ctr import %s: %v\n%s", tag, err, out)
 				}
 			}
-			conn, err := grpc.Dial("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {
 				t.Fatal(err)
 			}
