@@ -145,12 +145,13 @@ func (m *matrix) startDockerIn(t *testing.T, w world) (docker func(args ...strin
 	}
 	deadline := time.Now().Add(3 * time.Minute) // slow on a loaded 2-core machine
 	for {
-		if _, err := docker("version"); err == nil {
+		out, err := docker("version")
+		if err == nil {
 			break
 		}
 		if time.Now().After(deadline) || d.cmd.ProcessState != nil {
 			stop()
-			t.Fatalf("dockerd did not come up:\n%s", tail(d.stderr.String(), 30))
+			t.Fatalf("dockerd did not come up: docker version: %v %s\n%s", err, out, tail(d.stderr.String(), 30))
 		}
 		time.Sleep(300 * time.Millisecond)
 	}

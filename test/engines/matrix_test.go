@@ -234,17 +234,20 @@ func (m *matrix) startIn(t *testing.T, w world, args ...string) *daemon {
 }
 
 // pid is the daemon's own pid: dxgsim's only child (the shim, pivotroot and
-// sh each exec into the next).
+// sh each exec into the next). A Go parent may fork from any of its
+// threads, and each thread lists its own children.
 func (d *daemon) pid() (int, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", d.cmd.Process.Pid, d.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", d.cmd.Process.Pid))
+	var kids []string
+	for _, task := range tasks {
+		if data, err := os.ReadFile(task); err == nil {
+			kids = append(kids, strings.Fields(string(data))...)
+		}
 	}
-	f := strings.Fields(string(data))
-	if len(f) != 1 {
-		return 0, fmt.Errorf("dxgsim has children %q, want one", f)
+	if len(kids) != 1 {
+		return 0, fmt.Errorf("dxgsim has children %q, want one", kids)
 	}
-	return strconv.Atoi(f[0])
+	return strconv.Atoi(kids[0])
 }
 
 // exec runs a client command in the daemon's mount namespace, with stdin.
