@@ -33,9 +33,11 @@ TESTMODS := test/engines
 
 ## engines: the engine matrix's engines (runc, containerd, dockerd from their
 ## Go modules) and Debian 13 root, built once into /var/cache/wsl-gpu-hook-e2e
+## (the root downloads while the engines compile)
 engines: setup
-	./hack/engines/build.sh runc containerd dockerd
-	./hack/engines/root.sh trixie
+	./hack/engines/root.sh trixie >/dev/null & root=$$!; \
+	./hack/engines/build.sh runc containerd dockerd >/dev/null; built=$$?; \
+	wait $$root && exit $$built
 
 ## test: everything CI runs: lint, unit, integration and end-to-end tests
 test: setup lint engines

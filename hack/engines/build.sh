@@ -25,7 +25,6 @@ DOCKER_VERSION=${DOCKER_VERSION:-29.8.0}
 
 CACHE=${E2E_CACHE:-/var/cache/wsl-gpu-hook-e2e}
 export PATH=/usr/local/go/bin:$PATH
-export GOFLAGS=-mod=mod GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 
 die() { echo "engines: $*" >&2; exit 1; }
 
@@ -40,6 +39,7 @@ build() {
 	if [ ! -d "$dest/bin" ]; then
 		local tmp
 		tmp=$(mktemp -d "$dest.tmp.XXXXXX")
+		chmod 755 "$tmp"
 		BIN=$tmp/bin
 		mkdir -p "$BIN"
 		local start=$SECONDS

@@ -38,6 +38,7 @@ if [ -d "$dest" ] && [ "$(cat "$dest/.wsl-gpu-hook-packages" 2>/dev/null)" = "$s
 	exit 0
 fi
 tmp=$(mktemp -d "$dest.tmp.XXXXXX")
+chmod 755 "$tmp" # a root file system's / is readable by all (mktemp makes 0700)
 trap 'rm -rf --one-file-system "$tmp"' EXIT
 start=$SECONDS
 log=$tmp.log

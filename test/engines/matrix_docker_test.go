@@ -91,12 +91,21 @@ func TestMatrixDocker(t *testing.T) {
 					if f, ok := col.folders[row.name]; ok {
 						folders = f
 					}
-					args := append(append([]string{"run", "--rm", "--network", "none"}, row.args...), "wslgpu-test", "sh", "-c", inside)
+					// The legacy --gpus path sets NVIDIA_VISIBLE_DEVICES; the
+					// CDI one does not: which one ran is checked, as Docker
+					// falls back to the legacy hook when CDI injection fails.
+					script := `echo "nvd=${NVIDIA_VISIBLE_DEVICES-unset}"; ` + inside
+					args := append(append([]string{"run", "--rm", "--network", "none"}, row.args...), "wslgpu-test", "sh", "-c", script)
 					out, err := docker(args...)
 					if err != nil {
 						t.Fatalf("docker run: %v\n%s\nhook log:\n%s", err, out, m.hookLogTail())
 					}
 					checkRow(t, e, out, folders(e))
+					if row.args[0] == "--gpus" {
+						if cdi := strings.Contains(out, "nvd=unset"); cdi != col.cdiHook {
+							t.Errorf("--gpus went through CDI = %v, want %v:\n%s", cdi, col.cdiHook, out)
+						}
+					}
 				})
 			}
 		})
@@ -109,11 +118,7 @@ func TestMatrixDocker(t *testing.T) {
 // runtime in daemon.json, and imports the test image as wslgpu-test.
 func (m *matrix) startDockerIn(t *testing.T, w world) (docker func(args ...string) (string, error), stop func()) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "wgm-docker-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := shortTemp(t, "wgm-docker-")
 	sock := filepath.Join(dir, "docker.sock")
 	daemonJSON := filepath.Join(dir, "daemon.json")
 	// Docker 25 to 28.1 need the cdi feature for --device vendor.com/class=name
@@ -135,20 +140,22 @@ func (m *matrix) startDockerIn(t *testing.T, w world) (docker func(args ...strin
 		"--iptables=false", "--ip6tables=false", "--bridge=none", "--storage-driver=vfs")
 	stop = func() { d.stop(t) }
 	docker = func(args ...string) (string, error) {
-		return d.exec(t, "", append([]string{"docker", "-H", "unix://" + sock}, args...)...)
+		// /usr/bin: Debian's CLI in each world, whatever else is on PATH.
+		return d.exec(t, "", append([]string{"/usr/bin/docker", "-H", "unix://" + sock}, args...)...)
 	}
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute) // slow on a loaded 2-core machine
 	for {
-		if _, err := docker("version"); err == nil {
+		out, err := docker("version")
+		if err == nil {
 			break
 		}
 		if time.Now().After(deadline) || d.cmd.ProcessState != nil {
 			stop()
-			t.Fatalf("dockerd did not come up:\n%s", tail(d.stderr.String(), 30))
+			t.Fatalf("dockerd did not come up: docker version: %v %s\n%s", err, out, tail(d.stderr.String(), 30))
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	if out, err := d.exec(t, m.e.imgTar, "docker", "-H", "unix://"+sock, "import", "-", "wslgpu-test"); err != nil {
+	if out, err := d.exec(t, m.e.imgTar, "/usr/bin/docker", "-H", "unix://"+sock, "import", "-", "wslgpu-test"); err != nil {
 		stop()
 		t.Fatalf("docker import: %v\n%s", err, out)
 	}

@@ -2,6 +2,7 @@ package engines
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/testbin"
 )
 
 // The engine matrix: each engine and version users run (a column) by each
@@ -30,6 +33,21 @@ type world struct {
 	// cgroup2 shows the root only the unified cgroup hierarchy: crun
 	// refuses this host's hybrid layout (v1 controllers, hugetlb on v2).
 	cgroup2 bool
+}
+
+// The worlds: this host, the Debian 13 root, that root with only the
+// unified cgroup hierarchy.
+func host(*testing.T, *matrix) world       { return world{name: "debian12"} }
+func trixie(_ *testing.T, m *matrix) world { return world{name: "debian13", root: m.trixie} }
+func trixieCgroup2(t *testing.T, m *matrix) world {
+	w := trixie(t, m)
+	w.cgroup2 = true
+	return w
+}
+
+// named is a column setting that does not depend on the run.
+func named(n string) func(*testing.T, *matrix) string {
+	return func(*testing.T, *matrix) string { return n }
 }
 
 // matrix is what every matrix test shares, built once.
@@ -90,10 +108,11 @@ func setupMatrix(t *testing.T) *matrix {
 }
 
 func buildMatrix(e *env) (*matrix, error) {
-	m := &matrix{e: e, pivot: filepath.Join(e.dir, "pivotroot"), config: filepath.Join(e.dir, "config-wsl.toml"),
-		log: filepath.Join(e.dir, "hook-matrix.log"), specs: filepath.Join(e.dir, "cdi"), engines: map[string]string{}}
-	if out, err := exec.Command("go", "build", "-o", m.pivot, "../pivotroot").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build pivotroot: %v\n%s", err, out)
+	m := &matrix{e: e, config: filepath.Join(e.dir, "config-wsl.toml"),
+		log: filepath.Join(e.dir, "hook-matrix.log"), engines: map[string]string{}}
+	var err error
+	if m.pivot, err = testbin.Build(e.dir, "pivotroot", "./test/pivotroot", false); err != nil {
+		return nil, err
 	}
 	cfg := fmt.Sprintf("log_file = %q\nlog_level = \"debug\"\n", m.log)
 	if err := os.WriteFile(m.config, []byte(cfg), 0o644); err != nil {
@@ -111,30 +130,30 @@ func buildMatrix(e *env) (*matrix, error) {
 }
 
 func stderrOf(err error) string {
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		return string(ee.Stderr)
 	}
 	return ""
 }
 
-// generateSpecs writes the CDI specs for the simulated host with the hook
-// itself, into m.specs.
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// generateSpecs writes the CDI specs for the simulated host as a user
+// does, with `wsl-gpu-hook install cdi` (into a prefix), and points m.specs
+// at them.
 func (m *matrix) generateSpecs() error {
-	if err := os.MkdirAll(m.specs, 0o755); err != nil {
-		return err
+	prefix := filepath.Join(m.e.dir, "cdi-prefix")
+	cmd := exec.Command(m.e.sim, "--profile", profile, "--bind-host", m.e.hostDir, "--",
+		m.e.hook, "install", "--prefix", prefix, "--hook", m.e.hook, "cdi")
+	cmd.Env = append(os.Environ(), "WSL_GPU_HOOK_CONFIG="+m.config)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("install cdi: %v\n%s", err, out)
 	}
-	gen := func(args ...string) ([]byte, error) {
-		cmd := exec.Command(m.e.sim, append([]string{"--profile", profile, "--bind-host", m.e.hostDir, "--", m.e.hook, "cdi", "generate"}, args...)...)
-		cmd.Env = append(os.Environ(), "WSL_GPU_HOOK_CONFIG="+m.config)
-		return cmd.CombinedOutput()
-	}
-	out, err := gen("--dir", m.specs)
-	if err != nil {
-		// A hook without --dir writes one spec, of its own kind.
-		if out2, err2 := gen("--output", filepath.Join(m.specs, "wsl-gpu-hook.json")); err2 != nil {
-			return fmt.Errorf("cdi generate: %v\n%s\n%s", err2, out, out2)
-		}
-	}
+	m.specs = filepath.Join(prefix, "etc/cdi")
 	return nil
 }
 
@@ -161,7 +180,11 @@ func (m *matrix) command(t *testing.T, w world, report string, extraEnv []string
 	a = append(a, "--")
 	env := []string{"WSL_GPU_HOOK_CONFIG=" + m.config, "CDI_DIR=" + m.specs, "IN_ROOT="}
 	if w.root != "" {
-		a = append(a, m.pivot, "--root", w.root, "--scratch", t.TempDir(), "--bind", filepath.Join(engineCache(), "engines"))
+		scratch := shortTemp(t, "wgm-root-")
+		a = append(a, m.pivot, "--root", w.root, "--scratch", scratch)
+		if engines := filepath.Join(engineCache(), "engines"); isDir(engines) {
+			a = append(a, "--bind", engines)
+		}
 		if w.cgroup2 {
 			a = append(a, "--cgroup2")
 		}
@@ -211,17 +234,20 @@ func (m *matrix) startIn(t *testing.T, w world, args ...string) *daemon {
 }
 
 // pid is the daemon's own pid: dxgsim's only child (the shim, pivotroot and
-// sh each exec into the next).
+// sh each exec into the next). A Go parent may fork from any of its
+// threads, and each thread lists its own children.
 func (d *daemon) pid() (int, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", d.cmd.Process.Pid, d.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", d.cmd.Process.Pid))
+	var kids []string
+	for _, task := range tasks {
+		if data, err := os.ReadFile(task); err == nil {
+			kids = append(kids, strings.Fields(string(data))...)
+		}
 	}
-	f := strings.Fields(string(data))
-	if len(f) != 1 {
-		return 0, fmt.Errorf("dxgsim has children %q, want one", f)
+	if len(kids) != 1 {
+		return 0, fmt.Errorf("dxgsim has children %q, want one", kids)
 	}
-	return strconv.Atoi(f[0])
+	return strconv.Atoi(kids[0])
 }
 
 // exec runs a client command in the daemon's mount namespace, with stdin.
@@ -269,9 +295,15 @@ func (m *matrix) hostClean(t *testing.T, mountsBefore string) {
 	if l := grepLines(string(data), m.e.dir); l != "" {
 		t.Errorf("mounts of the test's scratch dir leaked into the host:\n%s", l)
 	}
-	for _, p := range []string{"/run/cdi/wsl-gpu-hook.json", "/run/cdi/nvidia.com-gpu.json", "/run/podman-test"} {
-		if _, err := os.Lstat(p); err == nil {
-			t.Errorf("%s appeared on the host", p)
+	if _, err := os.Lstat("/run/podman-test"); err == nil {
+		t.Errorf("/run/podman-test appeared on the host")
+	}
+	// Our specs name this run's hook, under m.e.dir.
+	specs, _ := filepath.Glob("/run/cdi/*")
+	etc, _ := filepath.Glob("/etc/cdi/*")
+	for _, p := range append(specs, etc...) {
+		if data, err := os.ReadFile(p); err == nil && bytes.Contains(data, []byte(m.e.dir)) {
+			t.Errorf("this run's CDI spec %s appeared on the host", p)
 		}
 	}
 }
@@ -301,4 +333,41 @@ func checkRow(t *testing.T, e *env, out string, folders []string) {
 func (m *matrix) hookLogTail() string {
 	log, _ := os.ReadFile(m.log)
 	return tail(string(log), 4)
+}
+
+// shortTemp is a scratch dir removed after the test. Not t.TempDir: a
+// subtest's name may hold commas, which overlay mount options cannot
+// carry, and daemons' socket paths must stay short.
+func shortTemp(t *testing.T, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// conmon starts `podman container cleanup --root DIR/...` when a
+		// container exits; it may still run, and recreate files, after
+		// podman run returned: wait for every process naming dir.
+		for i := 0; processNaming(dir) && i < 60; i++ {
+			time.Sleep(500 * time.Millisecond)
+		}
+		for i := 0; os.RemoveAll(dir) != nil && i < 20; i++ {
+			time.Sleep(500 * time.Millisecond)
+		}
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("cannot remove %s", dir)
+		}
+	})
+	return dir
+}
+
+// processNaming reports whether a running process has s in its command line.
+func processNaming(s string) bool {
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range cmdlines {
+		if data, err := os.ReadFile(c); err == nil && bytes.Contains(data, []byte(s)) {
+			return true
+		}
+	}
+	return false
 }
