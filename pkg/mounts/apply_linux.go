@@ -177,24 +177,8 @@ func (a *applier) claimDir(p string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := lstatAt(dir, base)
-	switch {
-	case errors.Is(err, unix.ENOENT):
-		// EEXIST: another hook sharing this rootfs made it meanwhile; the
-		// O_DIRECTORY|O_NOFOLLOW open below checks what it is.
-		if err := unix.Mkdirat(int(dir.Fd()), base, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
-			return nil, err
-		}
-	case err != nil:
+	if _, err := a.ensureDir(dir, base, p, "a directory"); err != nil {
 		return nil, err
-	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		a.log.Warnf("replace %s in the image (mode %o) with a directory", p, st.Mode)
-		if err := unix.Unlinkat(int(dir.Fd()), base, 0); err != nil {
-			return nil, err
-		}
-		if err := unix.Mkdirat(int(dir.Fd()), base, 0o755); err != nil {
-			return nil, err
-		}
 	}
 	d, err := openNoFollow(dir, base, unix.O_DIRECTORY)
 	if err != nil {
@@ -298,31 +282,39 @@ func createAsOwner(dir *os.File, base string) (int, error) {
 	return createFile(dir, base)
 }
 
-func (a *applier) bind(s Step) (Op, error) {
-	dir, base, err := a.parent(s.Target)
-	if err != nil {
-		return OpResolveParent, err
-	}
+// ensureDir makes base in dir a real directory: made when absent, kept
+// when it is one (an image folder at a WSL path is hidden by what is
+// mounted there, as on a WSL host), and anything else the image has there
+// (a link, a file) replaced, never followed. The caller's
+// O_DIRECTORY|O_NOFOLLOW open checks what it finally is.
+func (a *applier) ensureDir(dir *os.File, base, target, as string) (Op, error) {
 	switch st, err := lstatAt(dir, base); {
 	case errors.Is(err, unix.ENOENT):
-		// EEXIST: another hook sharing this rootfs made it meanwhile;
-		// the O_DIRECTORY|O_NOFOLLOW open below checks what it is.
+		// EEXIST: another hook sharing this rootfs made it meanwhile.
 		if err := unix.Mkdirat(int(dir.Fd()), base, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
 			return OpMkdir, err
 		}
 	case err != nil:
 		return OpStat, err
-	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
-		// An image folder at a WSL path is hidden by the host's, as a
-		// WSL host itself would.
-	default:
-		a.log.Warnf("replace %s in the image (mode %o) with a mount point", s.Target, st.Mode)
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		a.log.Warnf("replace %s in the image (mode %o) with %s", target, st.Mode, as)
 		if err := unix.Unlinkat(int(dir.Fd()), base, 0); err != nil {
 			return OpRemoveExisting, err
 		}
 		if err := unix.Mkdirat(int(dir.Fd()), base, 0o755); err != nil {
 			return OpMkdir, err
 		}
+	}
+	return "", nil
+}
+
+func (a *applier) bind(s Step) (Op, error) {
+	dir, base, err := a.parent(s.Target)
+	if err != nil {
+		return OpResolveParent, err
+	}
+	if op, err := a.ensureDir(dir, base, s.Target, "a mount point"); err != nil {
+		return op, err
 	}
 	target, err := openNoFollow(dir, base, unix.O_DIRECTORY)
 	if err != nil {
