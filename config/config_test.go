@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -177,5 +178,26 @@ func TestFind(t *testing.T) {
 				t.Fatalf("Find = %q %v, want %q %v", got, must, tt.want, tt.mustExist)
 			}
 		})
+	}
+}
+
+// TestNameChecks pins the hand-written checks to the patterns they replace
+// (compiled here, in the test, not at every hook start).
+func TestNameChecks(t *testing.T) {
+	env := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	res := regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z]{2,}/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+	for _, s := range []string{
+		"", "A", "_", "a1", "1a", "WSL_GPU_DEVICES", "a-b", "a b", "é",
+		"nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/dxg", "wsl-gpu-hook.dev/dxg", "a.b/c",
+		"com/gpu", "nvidia.c/gpu", "nvidia.c0m/gpu", "-a.com/gpu", "a-.com/gpu", "a..com/gpu", "A.com/gpu",
+		"a.com/", "a.com/-x", "a.com/x-", "a.com/x.y_z-1", "a.com/" + strings.Repeat("x", 63), "a.com/" + strings.Repeat("x", 64),
+		"a.com/x/y", "a_b.com/x", "nvidia.com/gpu ", "1.2.com/x", "a.co-m/x",
+	} {
+		if got, want := isEnvName(s), env.MatchString(s); got != want {
+			t.Errorf("isEnvName(%q) = %v, the pattern says %v", s, got, want)
+		}
+		if got, want := isResourceName(s), res.MatchString(s); got != want {
+			t.Errorf("isResourceName(%q) = %v, the pattern says %v", s, got, want)
+		}
 	}
 }
