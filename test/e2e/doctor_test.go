@@ -57,29 +57,6 @@ func TestDoctor(t *testing.T) {
 	nv := folder(t, "nvidia-laptop", simhost.FolderNVIDIA)
 	intel := folder(t, "nvidia-laptop", simhost.FolderIntel)
 
-	replace := func(p string, with func(string) error) func(t *testing.T, host string) {
-		return func(t *testing.T, host string) {
-			t.Helper()
-			p := filepath.Join(host, p)
-			if err := os.RemoveAll(p); err != nil {
-				t.Fatal(err)
-			}
-			if err := with(p); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	asFile := func(p string) error { return os.WriteFile(p, []byte("not a directory\n"), 0o644) }
-	gone := func(string) error { return nil }
-	toRoot := func(p string) error { return os.Symlink("/", p) }
-	rootOnly := func(p string) func(t *testing.T, host string) {
-		return func(t *testing.T, host string) {
-			t.Helper()
-			if err := os.Chmod(filepath.Join(host, p), 0o700); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	lib, drivers := "usr/lib/wsl/lib", "usr/lib/wsl/drivers"
 	const oldFolder = "nvltwi.inf_amd64_00c0ffee00c0ffee"
 	type want struct{ check, status, detail, fix string }

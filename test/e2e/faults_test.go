@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,32 +18,6 @@ func TestFaults(t *testing.T) {
 	env(t)
 	nv := folder(t, "nvidia-laptop", simhost.FolderNVIDIA)
 	intel := folder(t, "nvidia-laptop", simhost.FolderIntel)
-	// replace swaps a path of the host copy for what with makes there.
-	replace := func(p string, with func(string) error) func(t *testing.T, host string) {
-		return func(t *testing.T, host string) {
-			t.Helper()
-			p := filepath.Join(host, p)
-			if err := os.RemoveAll(p); err != nil {
-				t.Fatal(err)
-			}
-			if err := with(p); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	asFile := func(p string) error { return os.WriteFile(p, []byte("not a directory\n"), 0o644) }
-	gone := func(string) error { return nil }
-	toRoot := func(p string) error { return os.Symlink("/", p) }
-	// rootOnly leaves a path of the host copy as it is but mode 0700:
-	// root could read it, a container's ordinary user could not.
-	rootOnly := func(p string) func(t *testing.T, host string) {
-		return func(t *testing.T, host string) {
-			t.Helper()
-			if err := os.Chmod(filepath.Join(host, p), 0o700); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	lib, drivers := "usr/lib/wsl/lib", "usr/lib/wsl/drivers"
 	tests := []struct {
 		name      string
