@@ -142,22 +142,9 @@ state = %q
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	for _, tag := range []string{"docker.io/library/wslgpu-pause:latest", "docker.io/library/wslgpu-test:latest"} {
-		archive := filepath.Join(dir, "image.tar")
-		if err := dockerArchive(e.rootfs, tag, []string{"/bin/sleep", "3600"}, archive); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := ctr("images", "import", archive); err != nil {
-			t.Fatalf("ctr import %s: %v\n%s", tag, err, out)
-		}
-	}
-
-	conn, err := grpc.Dial("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rt := cri.NewRuntimeServiceClient(conn)
+	importImages(t, e, dir, ctr)
+	rt, closeConn := criClient(t, sock)
+	defer closeConn()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -204,4 +191,29 @@ state = %q
 	if after := hostWSLMounts(t); after != mountsBefore {
 		t.Errorf("WSL mounts leaked into the host:\n%s", after)
 	}
+}
+
+// importImages puts the pause and test images, both the test image tree,
+// into containerd through ctr.
+func importImages(t *testing.T, e *env, dir string, ctr func(args ...string) (string, error)) {
+	t.Helper()
+	for _, tag := range []string{"docker.io/library/wslgpu-pause:latest", "docker.io/library/wslgpu-test:latest"} {
+		archive := filepath.Join(dir, "image.tar")
+		if err := dockerArchive(e.rootfs, tag, []string{"/bin/sleep", "3600"}, archive); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := ctr("images", "import", archive); err != nil {
+			t.Fatalf("ctr import %s: %v\n%s", tag, err, out)
+		}
+	}
+}
+
+// criClient connects to containerd's CRI on sock, as the kubelet does.
+func criClient(t *testing.T, sock string) (cri.RuntimeServiceClient, func()) {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cri.NewRuntimeServiceClient(conn), func() { conn.Close() }
 }

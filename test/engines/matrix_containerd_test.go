@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -179,21 +177,9 @@ func TestMatrixContainerd(t *testing.T) {
 			if out, err := ctr("version"); err == nil {
 				t.Logf("%s", strings.Join(strings.Fields(grepLines(out, "Version")), " "))
 			}
-			for _, tag := range []string{"docker.io/library/wslgpu-pause:latest", "docker.io/library/wslgpu-test:latest"} {
-				archive := filepath.Join(dir, "image.tar")
-				if err := dockerArchive(e.rootfs, tag, []string{"/bin/sleep", "3600"}, archive); err != nil {
-					t.Fatal(err)
-				}
-				if out, err := ctr("images", "import", archive); err != nil {
-					t.Fatalf("ctr import %s: %v\n%s", tag, err, out)
-				}
-			}
-			conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			rt := cri.NewRuntimeServiceClient(conn)
+			importImages(t, e, dir, ctr)
+			rt, closeConn := criClient(t, sock)
+			defer closeConn()
 			for i, row := range criRows {
 				t.Run(row.name, func(t *testing.T) {
 					if why, ok := col.skip[row.name]; ok {

@@ -202,21 +202,7 @@ func (m *matrix) command(t *testing.T, w world, report string, extraEnv []string
 func (m *matrix) runIn(t *testing.T, w world, args ...string) (string, error) {
 	t.Helper()
 	cmd := m.command(t, w, "", nil, `exec "$@"`, args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return "", err
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return out.String(), err
-	case <-time.After(3 * time.Minute):
-		cmd.Process.Kill()
-		<-done
-		return out.String(), fmt.Errorf("timed out after 3m")
-	}
+	return runBounded(cmd)
 }
 
 // startIn starts a daemon in w under dxgsim. Its client commands run in its
@@ -267,21 +253,7 @@ func (d *daemon) exec(t *testing.T, stdin string, args ...string) (string, error
 		defer f.Close()
 		cmd.Stdin = f
 	}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return "", err
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return out.String(), err
-	case <-time.After(3 * time.Minute):
-		cmd.Process.Kill()
-		<-done
-		return out.String(), fmt.Errorf("timed out after 3m")
-	}
+	return runBounded(cmd)
 }
 
 // hostClean fails the test if a WSL mount, a pivoted root's mount or a
@@ -370,4 +342,24 @@ func processNaming(s string) bool {
 		}
 	}
 	return false
+}
+
+// runBounded runs cmd with its output combined and a three-minute bound:
+// an engine command that hangs must fail its cell, not the whole run.
+func runBounded(cmd *exec.Cmd) (string, error) {
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return out.String(), err
+	case <-time.After(3 * time.Minute):
+		cmd.Process.Kill()
+		<-done
+		return out.String(), fmt.Errorf("timed out after 3m")
+	}
 }
