@@ -9,10 +9,12 @@ export PATH := /usr/local/go/bin:$(PATH)
 
 all: build
 
-## build: the static hook binary (no cgo), bin/wsl-gpu-hook, and the kubelet
+## build: the static binaries (no cgo): bin/wsl-gpu-hook (what engines run on every
+## container start), bin/wsl-gpu-ctl (info, doctor, cdi, install) and the kubelet
 ## device plugin, bin/wsl-gpu-device-plugin (a separate binary: gRPC stays out of the hook)
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-hook ./cmd/wsl-gpu-hook
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-ctl ./cmd/wsl-gpu-ctl
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-device-plugin ./cmd/wsl-gpu-device-plugin
 
 ## tools: the test-only simulator and fixture generator (never shipped)

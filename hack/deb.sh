@@ -23,9 +23,13 @@ doc=$stage/usr/share/doc/wsl-gpu-hook
 install -d -m 0755 "$stage/DEBIAN" "$stage/usr/bin" "$stage/usr/libexec/wsl-gpu-hook" \
 	"$stage/etc/wsl-gpu-hook" "$stage/usr/lib/systemd/system" "$stage/usr/share/man/man1" "$doc/examples"
 
-# The binary, static (no cgo) as everywhere else, and its other names.
-CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -buildvcs=false \
-	-ldflags "-s -w -X main.version=$VERSION" -o "$stage/usr/bin/wsl-gpu-hook" ./cmd/wsl-gpu-hook
+# The binaries, static (no cgo) as everywhere else: the hook engines run on
+# every container start, wsl-gpu-ctl for the commands people run, and the
+# hook's other names.
+for cmd in wsl-gpu-hook wsl-gpu-ctl; do
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -buildvcs=false \
+		-ldflags "-s -w -X main.version=$VERSION" -o "$stage/usr/bin/$cmd" ./cmd/$cmd
+done
 ln -s wsl-gpu-hook "$stage/usr/bin/wsl-gpu-runtime"
 # Off every PATH: /usr/bin/nvidia-container-runtime-hook is NVIDIA's toolkit's.
 ln -s ../../bin/wsl-gpu-hook "$stage/usr/libexec/wsl-gpu-hook/nvidia-container-runtime-hook"
@@ -39,6 +43,7 @@ sed -e 's|/usr/local/bin/wsl-gpu-hook|/usr/bin/wsl-gpu-hook|g' -e 's|^\[Unit\]$|
 
 gzip -9n <"$d/wsl-gpu-hook.1" >"$stage/usr/share/man/man1/wsl-gpu-hook.1.gz"
 ln -s wsl-gpu-hook.1.gz "$stage/usr/share/man/man1/wsl-gpu-runtime.1.gz"
+ln -s wsl-gpu-hook.1.gz "$stage/usr/share/man/man1/wsl-gpu-ctl.1.gz"
 install -m 0644 README.md "$doc/README.md"
 install -m 0644 "$d/copyright" "$doc/copyright"
 install -m 0644 "$d/docker-gpus-path.conf" "$doc/examples/docker-gpus-path.conf"

@@ -28,7 +28,7 @@ for l in ld-linux-x86-64.so.2 libc.so.6 libdl.so.2 libm.so.6 libpthread.so.0; do
 done
 ln -s /lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 "$root/lib64/ld-linux-x86-64.so.2"
 gcc -O2 -o "$root/usr/local/bin/cudaprobe" hack/cudaprobe.c -ldl
-cp bin/wsl-gpu-hook "$root/usr/local/bin/"
+cp bin/wsl-gpu-hook bin/wsl-gpu-ctl "$root/usr/local/bin/"
 cat >"$root/demo.sh" <<'IN'
 #!/bin/sh
 echo "-- inside the container"

@@ -13,7 +13,7 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiselect"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devcgroup"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
@@ -35,12 +35,27 @@ func runHook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader) error {
 	return nil
 }
 
+// runCDIHook is the createContainer hook of the CDI specs: the engine made
+// the node and mounted the lib dir; the devices' selections (environment
+// variables the spec sets, see pkg/cdiselect) say which adapters, whose
+// current driver folders this mounts, as the prestart hook would.
+func runCDIHook(cfg config.Config, stdin io.Reader) error {
+	logger, closeLog := newLogger(cfg)
+	defer closeLog()
+	log := logger.WithField("stage", "cdi-hook")
+	if err := hook(gpuplan.CreateContainer, cfg, stdin, log, true); err != nil {
+		log.Errorf("%v", err)
+		return fmt.Errorf("cdi-hook: %w", err)
+	}
+	return nil
+}
+
 // hook is the whole OCI hook: read the container, decide, log the plan,
 // carry it out. The decisions are gpuplan's.
 //
 // fromCDI: this is the CDI specs' createContainer hook. The engine made the
 // node and mounted the lib dir; the request is the CDI devices' selections
-// (variables the specs set, see pkg/cdispec), and the vendor stacks' edits
+// (variables the specs set, see pkg/cdiselect), and the vendor stacks' edits
 // came with the devices, so no capability adds anything here.
 func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, log *logrus.Entry, fromCDI bool) error {
 	in, err := readInput(cfg, stdin, fromCDI)
@@ -137,7 +152,7 @@ type input struct {
 	spec   *oci.Spec
 	req    request.Request
 	caps   capability.Request
-	cdi    cdispec.Request // the CDI devices' selections, for the CDI hook
+	cdi    cdiselect.Request // the CDI devices' selections, for the CDI hook
 }
 
 func readInput(cfg config.Config, stdin io.Reader, fromCDI bool) (*input, error) {
@@ -159,7 +174,7 @@ func readInput(cfg config.Config, stdin io.Reader, fromCDI bool) (*input, error)
 		if spec.Process != nil {
 			env = spec.Process.Env
 		}
-		in.cdi, err = cdispec.FromEnv(env)
+		in.cdi, err = cdiselect.FromEnv(env)
 		return in, err
 	}
 	req, err := request.FromSpec(spec, cfg.RequestEnv, cfg.RequestAnnotation)

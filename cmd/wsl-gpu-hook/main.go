@@ -1,6 +1,12 @@
-// Command wsl-gpu-hook gives containers on WSL2 the GPU: an OCI hook that
+// Command wsl-gpu-hook gives containers on WSL2 the GPU: the OCI hook that
 // mounts /dev/dxg, the Windows user-mode driver libraries and the selected
-// driver store folders into the container, plus an `info` command.
+// driver store folders into the container, the CDI specs' createContainer
+// hook, and the OCI runtime wrapper (as wsl-gpu-runtime).
+//
+// It runs on every container start, so it holds only what a start needs.
+// The commands people type (info, doctor, cdi generate, install) are
+// wsl-gpu-ctl's, installed next to it; this binary hands them over, so
+// `wsl-gpu-hook install docker` works as well.
 package main
 
 import (
@@ -11,11 +17,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
+	"syscall"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
@@ -29,36 +36,23 @@ func main() {
 	// runtimes show users, and the hook logs through its own logger.
 	logrus.StandardLogger().SetOutput(io.Discard)
 	err := run(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr)
-	if err == nil {
-		return
+	var admin adminCommand
+	if errors.As(err, &admin) {
+		err = admin.exec(os.Args)
 	}
-	var uerr usageError
-	if errors.As(err, &uerr) {
-		fmt.Fprintf(os.Stderr, "wsl-gpu-hook: %v\n\n%s", err, usage)
-		os.Exit(2)
-	}
-	// One line: runtimes embed the hook's stderr in their own error.
-	fmt.Fprintf(os.Stderr, "wsl-gpu-hook: %s\n", oneLine(err.Error()))
-	os.Exit(1)
+	os.Exit(cli.Report(os.Stderr, wsl.HookName, err, usage))
 }
 
 const usage = `usage:
   wsl-gpu-hook [--config FILE] prestart|createRuntime|createContainer   (OCI hook: state on stdin)
-  wsl-gpu-hook [--config FILE] info [--json] [--k8s]                      (list GPU adapters; --k8s: the device plugin's resources)
-  wsl-gpu-hook [--config FILE] doctor [--json] [--root DIR]               (check the host and engines; exit 1 on a failure)
+  wsl-gpu-hook [--config FILE] cdi-hook                                   (the CDI specs' createContainer hook)
   wsl-gpu-hook runtime RUNC-ARGS...                                      (OCI runtime wrapper; also as wsl-gpu-runtime)
-  wsl-gpu-hook [--config FILE] cdi generate [--dir DIR] [--hook PATH] [--skip-kind KIND]...
-                                           (write the CDI specs, default /etc/cdi; --output FILE|- [--kind KIND] for one)
-  wsl-gpu-hook install|uninstall [--dry-run] [--prefix DIR] [--user] [--nvidia-kind=ours|skip] [--amd-kind=ours|skip]
-                                 docker|podman|containerd|cdi...
   wsl-gpu-hook version
+  wsl-gpu-hook [--config FILE] info|doctor|cdi|install|uninstall ...     (run by wsl-gpu-ctl: see wsl-gpu-ctl --help)
 `
 
-type usageError struct{ msg string }
-
-func (u usageError) Error() string { return u.msg }
-
-// run is the whole program; main only prints its error.
+// run is the whole program but for handing admin commands over; main only
+// prints its error.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if filepath.Base(args[0]) == wsl.WrapperName {
 		return runRuntime(args[1:])
@@ -67,55 +61,63 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.SetOutput(io.Discard)
 	cfgPath := fs.String("config", "", "configuration file (default "+config.DefaultPath+")")
 	if err := fs.Parse(args[1:]); err != nil {
-		return usageError{err.Error()}
+		return cli.Usagef("%v", err)
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {
-		return usageError{"no command given"}
+		return cli.Usagef("no command given")
 	}
 	// Docker's --gpus runs "nvidia-container-runtime-hook prestart".
-	if filepath.Base(args[0]) == wsl.NvidiaHookName && len(rest) > 0 && rest[0] == "prestart" {
+	if filepath.Base(args[0]) == wsl.NvidiaHookName && rest[0] == "prestart" {
 		rest[0] = string(gpuplan.Prestart)
 	}
 	cmd, cmdArgs := rest[0], rest[1:]
-	if cmd == "runtime" {
+	switch {
+	case cmd == "runtime":
 		return runRuntime(cmdArgs)
-	}
-	if cmd == "version" {
+	case cmd == "version":
 		fmt.Fprintf(stdout, "wsl-gpu-hook %s\n", version)
 		return nil
+	case wsl.IsCtlCommand(cmd):
+		return adminCommand{cmd}
 	}
-
+	stage := gpuplan.Stage(cmd)
+	if !stage.Valid() && cmd != "cdi-hook" {
+		return cli.Usagef("unknown command %q", cmd)
+	}
+	if len(cmdArgs) > 0 {
+		return cli.Usagef("%s takes no arguments", cmd)
+	}
 	cfg, err := config.Load(config.Find(*cfgPath, os.Getenv))
 	if err != nil {
 		return fmt.Errorf("%s: %w: fix the configuration file", cmd, err)
 	}
-
-	if stage := gpuplan.Stage(cmd); stage.Valid() {
-		if len(cmdArgs) > 0 {
-			return usageError{fmt.Sprintf("%s takes no arguments", cmd)}
-		}
-		return runHook(stage, cfg, stdin)
-	}
-	switch cmd {
-	case "info":
-		return runInfo(cfg, cmdArgs, stdout)
-	case "doctor":
-		return runDoctor(cfg, cmdArgs, stdout)
-	case "cdi":
-		return runCDI(cfg, cmdArgs, stdout)
-	case "cdi-hook":
+	if cmd == "cdi-hook" {
 		return runCDIHook(cfg, stdin)
-	case "install":
-		return runInstall(cfg, cmdArgs, stdout, false)
-	case "uninstall":
-		return runInstall(cfg, cmdArgs, stdout, true)
 	}
-	return usageError{fmt.Sprintf("unknown command %q", cmd)}
+	return runHook(stage, cfg, stdin)
 }
 
-// oneLine folds a multi-line error (errors.Join) into the single line a
-// runtime shows.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
+// adminCommand is a command wsl-gpu-ctl runs: run returns it so that main,
+// not run, replaces the process.
+type adminCommand struct{ name string }
+
+func (a adminCommand) Error() string {
+	return fmt.Sprintf("%s is a %s command", a.name, wsl.CtlName)
+}
+
+// exec runs wsl-gpu-ctl in place of this process with the same arguments,
+// argv[0] included, so that its messages carry the name the user typed.
+// It returns only on failure.
+func (a adminCommand) exec(args []string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("%s: find own executable: %w", a.name, err)
+	}
+	ctl, err := wsl.CtlBeside(self)
+	if err != nil {
+		return fmt.Errorf("%s: %w", a.name, err)
+	}
+	err = syscall.Exec(ctl, args, os.Environ())
+	return fmt.Errorf("%s: run %s: %w", a.name, ctl, err)
 }

@@ -11,6 +11,7 @@ import (
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	cdi "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiselect"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
@@ -64,7 +65,7 @@ type Options struct {
 // Generate builds one spec per kind for the adapters in inv: our own kind
 // always, a vendor kind when that vendor has an adapter. The specs name no
 // driver store folder: each device carries its selection in an environment
-// variable (EnvName, Selection) that the createContainer hook resolves at
+// variable (EnvName, cdiselect.Selection) that the createContainer hook resolves at
 // every container start, so a driver update, which renames the folder,
 // leaves the specs valid. Only a change in the set of adapters changes them.
 func Generate(inv *driverstore.Inventory, opt Options) ([]*cdi.Spec, error) {
@@ -74,31 +75,31 @@ func Generate(inv *driverstore.Inventory, opt Options) ([]*cdi.Spec, error) {
 	var specs []*cdi.Spec
 
 	own := newSpec(Kind, opt)
-	add := func(s *cdi.Spec, name string, sel Selection) {
+	add := func(s *cdi.Spec, name string, sel cdiselect.Selection) {
 		d := cdi.Device{
 			Name:           name,
-			ContainerEdits: cdi.ContainerEdits{Env: []string{EnvName(s.Kind, name) + "=" + sel.String()}},
+			ContainerEdits: cdi.ContainerEdits{Env: []string{cdiselect.EnvName(s.Kind, name) + "=" + sel.String()}},
 		}
 		withStack(&d.ContainerEdits, inv, sel, opt.Stack)
 		s.Devices = append(s.Devices, d)
 	}
-	add(own, "all", Selection{All: true, Index: -1})
+	add(own, "all", cdiselect.Selection{All: true, Index: -1})
 	seen := map[driverstore.Vendor]bool{}
 	for _, a := range inv.Adapters {
 		if !seen[a.Vendor] {
 			seen[a.Vendor] = true
-			add(own, string(a.Vendor), Selection{Vendor: a.Vendor, Index: -1})
+			add(own, string(a.Vendor), cdiselect.Selection{Vendor: a.Vendor, Index: -1})
 		}
 	}
 	for _, a := range inv.Adapters {
-		add(own, strconv.Itoa(a.Index), Selection{Index: a.Index})
+		add(own, strconv.Itoa(a.Index), cdiselect.Selection{Index: a.Index})
 	}
 	// A LUID lives for one boot: these devices change the spec at every
 	// boot, which the refresh unit rewrites. They serve tools that print
 	// LUIDs (D3D12, DXCore, CUDA on WSL).
 	for _, a := range inv.Adapters {
 		if a.LUID.Uint64() != 0 {
-			add(own, a.LUID.String(), Selection{LUID: a.LUID, Index: -1})
+			add(own, a.LUID.String(), cdiselect.Selection{LUID: a.LUID, Index: -1})
 		}
 	}
 	own.Devices = append(own.Devices, capabilityDevices(opt.Stack)...)
@@ -109,11 +110,11 @@ func Generate(inv *driverstore.Inventory, opt Options) ([]*cdi.Spec, error) {
 			continue
 		}
 		s := newSpec(vk.Kind, opt)
-		add(s, "all", Selection{Vendor: vk.Vendor, Index: -1})
+		add(s, "all", cdiselect.Selection{Vendor: vk.Vendor, Index: -1})
 		n := 0
 		for _, a := range inv.Adapters {
 			if a.Vendor == vk.Vendor {
-				add(s, strconv.Itoa(n), Selection{Vendor: vk.Vendor, Index: n})
+				add(s, strconv.Itoa(n), cdiselect.Selection{Vendor: vk.Vendor, Index: n})
 				n++
 			}
 		}

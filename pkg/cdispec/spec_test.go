@@ -13,6 +13,7 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	cdi "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiselect"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
@@ -196,7 +197,7 @@ func TestEngineInjects(t *testing.T) {
 			if unresolved, err := cache.InjectDevices(spec, tt.devices...); err != nil {
 				t.Fatalf("inject %v: %v (unresolved %v)", tt.devices, err, unresolved)
 			}
-			req, err := FromEnv(spec.Process.Env)
+			req, err := cdiselect.FromEnv(spec.Process.Env)
 			if err != nil {
 				t.Fatal(err)
 			}

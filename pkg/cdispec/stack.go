@@ -3,6 +3,7 @@ package cdispec
 import (
 	cdi "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiselect"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
@@ -23,8 +24,8 @@ const (
 // stands for exactly one adapter. A device cannot see the other devices a
 // container asks for, so those variables come whatever the capabilities:
 // they only steer a choice, never grant one.
-func withStack(e *cdi.ContainerEdits, inv *driverstore.Inventory, sel Selection, stack vendorstack.Host) {
-	picked, err := Request{Selections: []Selection{sel}}.Select(inv.Adapters)
+func withStack(e *cdi.ContainerEdits, inv *driverstore.Inventory, sel cdiselect.Selection, stack vendorstack.Host) {
+	picked, err := cdiselect.Request{Selections: []cdiselect.Selection{sel}}.Select(inv.Adapters)
 	if err != nil {
 		return
 	}

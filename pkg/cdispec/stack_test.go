@@ -11,6 +11,7 @@ import (
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiselect"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
@@ -157,7 +158,7 @@ func TestStackDevices(t *testing.T) {
 			}
 			// The hook reads the selections back: no capability device may
 			// add a variable it would misread.
-			if _, err := FromEnv(spec.Process.Env); err != nil {
+			if _, err := cdiselect.FromEnv(spec.Process.Env); err != nil {
 				t.Errorf("FromEnv: %v", err)
 			}
 		})

@@ -5,6 +5,12 @@
 // NVIDIA's loaders look for the driver files where WSL puts them.
 package wsl
 
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
 // Paths WSL uses on the host, and that containers get at the same place.
 const (
 	// Device is the GPU paravirtualization device.
@@ -18,10 +24,15 @@ const (
 	DriversDir = Dir + "/drivers"
 )
 
-// Names of this project's binary and of what it installs.
+// Names of this project's binaries and of what they install.
 const (
-	// HookName is the binary's own name and its argv[0] in hooks.
+	// HookName is the binary engines run on every container start, and
+	// its argv[0] in hooks.
 	HookName = "wsl-gpu-hook"
+	// CtlName is the binary of the commands people run (CtlCommands),
+	// installed next to the hook: the hook links none of their packages,
+	// which would cost every container start their initialisation.
+	CtlName = "wsl-gpu-ctl"
 	// WrapperName is the binary's name as an OCI runtime (a link to the
 	// hook): it adds the GPU to a bundle and then runs the real runtime.
 	WrapperName = "wsl-gpu-runtime"
@@ -32,3 +43,42 @@ const (
 	// hook; the binary answers to it too.
 	NvidiaHookName = "nvidia-container-runtime-hook"
 )
+
+// IsCtlCommand says whether cmd is one of wsl-gpu-ctl's commands, which
+// wsl-gpu-hook hands over.
+func IsCtlCommand(cmd string) bool {
+	switch cmd {
+	case "info", "doctor", "cdi", "install", "uninstall":
+		return true
+	}
+	return false
+}
+
+// CtlBeside returns wsl-gpu-ctl next to the binary at self (links
+// resolved), as make build and the package install them.
+func CtlBeside(self string) (string, error) {
+	return beside(self, CtlName, "install it next to "+HookName+" (make build puts both in bin/)")
+}
+
+// HookBeside returns wsl-gpu-hook next to the binary at self (links
+// resolved): what wsl-gpu-ctl installs into engine configurations and CDI
+// specs unless told otherwise.
+func HookBeside(self string) (string, error) {
+	return beside(self, HookName, "install it next to "+CtlName+", or name it with --hook PATH")
+}
+
+func beside(self, name, fix string) (string, error) {
+	dir := filepath.Dir(self)
+	if real, err := filepath.EvalSymlinks(self); err == nil {
+		dir = filepath.Dir(real)
+	}
+	p := filepath.Join(dir, name)
+	fi, err := os.Stat(p)
+	if err != nil {
+		return "", fmt.Errorf("no %s next to %s: %s", name, self, fix)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("%s is not an executable file: %s", p, fix)
+	}
+	return p, nil
+}

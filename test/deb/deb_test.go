@@ -95,7 +95,7 @@ func TestPackage(t *testing.T) {
 			}
 			installed := o.snapshot(t)
 			wantSame(t, "engine configuration after install", before.engines, installed.engines)
-			for _, f := range []string{"usr/bin/wsl-gpu-hook", "usr/bin/wsl-gpu-runtime", "usr/libexec/wsl-gpu-hook/nvidia-container-runtime-hook",
+			for _, f := range []string{"usr/bin/wsl-gpu-hook", "usr/bin/wsl-gpu-ctl", "usr/bin/wsl-gpu-runtime", "usr/libexec/wsl-gpu-hook/nvidia-container-runtime-hook",
 				"etc/wsl-gpu-hook/config.toml", "usr/share/containers/oci/hooks.d/wsl-gpu-hook.json", "usr/lib/systemd/system/wsl-gpu-hook-cdi.service",
 				"usr/share/man/man1/wsl-gpu-hook.1.gz", "usr/share/doc/wsl-gpu-hook/copyright"} {
 				if _, ok := installed.files[f]; !ok {

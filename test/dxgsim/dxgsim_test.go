@@ -39,7 +39,8 @@ func build(t *testing.T, withHook bool) *tools {
 	tl := &tools{dir: dir, sim: filepath.Join(dir, "dxgsim"), probe: filepath.Join(dir, "dxgprobe"), hook: filepath.Join(dir, "wsl-gpu-hook")}
 	builds := [][]string{{"-o", tl.sim, "."}, {"-o", tl.probe, "./internal/dxgprobe"}}
 	if withHook {
-		builds = append(builds, []string{"-o", tl.hook, "../../cmd/wsl-gpu-hook"})
+		// info is wsl-gpu-ctl's: the hook hands it to the one beside it.
+		builds = append(builds, []string{"-o", tl.hook, "../../cmd/wsl-gpu-hook"}, []string{"-o", filepath.Join(dir, "wsl-gpu-ctl"), "../../cmd/wsl-gpu-ctl"})
 	}
 	for _, b := range builds {
 		cmd := exec.Command("go", append([]string{"build"}, b...)...)

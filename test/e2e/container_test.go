@@ -182,8 +182,11 @@ func runBox(t *testing.T, b box) *outcome {
 		}
 	}
 	if b.withHookBinary {
-		if err := copyFile(hookBin, filepath.Join(o.rootfs, "usr/local/bin/wsl-gpu-hook"), 0o755); err != nil {
-			t.Fatal(err)
+		// wsl-gpu-ctl too: the hook hands info to the one beside it.
+		for _, name := range []string{"wsl-gpu-hook", "wsl-gpu-ctl"} {
+			if err := copyFile(filepath.Join(filepath.Dir(hookBin), name), filepath.Join(o.rootfs, "usr/local/bin", name), 0o755); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if b.prepare != nil {

@@ -150,9 +150,12 @@ func TestDoctor(t *testing.T) {
 			if err := os.Chmod(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
+			// doctor is wsl-gpu-ctl's, run through the hook as users may.
 			bin := filepath.Join(dir, "wsl-gpu-hook")
-			if err := copyFile(hookBin, bin, 0o755); err != nil {
-				t.Fatal(err)
+			for _, name := range []string{"wsl-gpu-hook", "wsl-gpu-ctl"} {
+				if err := copyFile(filepath.Join(filepath.Dir(hookBin), name), filepath.Join(dir, name), 0o755); err != nil {
+					t.Fatal(err)
+				}
 			}
 			root := filepath.Join(dir, "root")
 			for p, content := range tt.specs {

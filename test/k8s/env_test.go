@@ -159,6 +159,8 @@ func setup(t *testing.T) *env {
 		}()
 	}
 	build(func() error { return goBuild(filepath.Join(e.bin, "wsl-gpu-hook"), "./cmd/wsl-gpu-hook") })
+	// cdi generate is wsl-gpu-ctl's: the hook hands it to the one beside it.
+	build(func() error { return goBuild(filepath.Join(e.bin, "wsl-gpu-ctl"), "./cmd/wsl-gpu-ctl") })
 	build(func() error {
 		return goBuild(filepath.Join(e.bin, "wsl-gpu-device-plugin"), "./cmd/wsl-gpu-device-plugin")
 	})

@@ -35,9 +35,14 @@ func Root() (string, error) {
 	return dir, nil
 }
 
-// Hook builds the hook, static as it ships (CGO_ENABLED=0, -trimpath), at
-// dir/wsl-gpu-hook.
+// Hook builds the hook and wsl-gpu-ctl beside it, static as they ship
+// (CGO_ENABLED=0, -trimpath), at dir/wsl-gpu-hook and dir/wsl-gpu-ctl, and
+// returns the hook's path: the hook hands info, doctor, cdi and install to
+// the wsl-gpu-ctl next to it.
 func Hook(dir string) (string, error) {
+	if _, err := Build(dir, "wsl-gpu-ctl", "./cmd/wsl-gpu-ctl", true); err != nil {
+		return "", err
+	}
 	return Build(dir, "wsl-gpu-hook", "./cmd/wsl-gpu-hook", true)
 }
 

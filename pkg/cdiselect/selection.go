@@ -1,4 +1,4 @@
-package cdispec
+package cdiselect
 
 import (
 	"errors"

@@ -7,12 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"time"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/doctor"
 )
 
@@ -24,7 +24,7 @@ func runDoctor(cfg config.Config, args []string, stdout io.Writer) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	root := fs.String("root", "", "read engine configuration, binaries and CDI dirs under `DIR` (a chroot or a test tree)")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		return usageError{"doctor: takes only --json and --root DIR"}
+		return cli.UsageError{Msg: "doctor: takes only --json and --root DIR"}
 	}
 	o := doctor.Options{
 		DxgDevice:  cfg.DxgDevice,
@@ -35,8 +35,8 @@ func runDoctor(cfg config.Config, args []string, stdout io.Writer) error {
 		NoLog:      cfg.LogFile == "",
 		Root:       *root,
 	}
-	if self, err := os.Executable(); err == nil {
-		o.Self = self
+	if hook, err := hookPath(); err == nil {
+		o.Self = hook
 	}
 	if *root == "" {
 		o.Version = engineVersion

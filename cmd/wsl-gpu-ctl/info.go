@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 )
@@ -47,7 +48,7 @@ func runInfo(cfg config.Config, args []string, stdout io.Writer) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	k8s := fs.Bool("k8s", false, "print what wsl-gpu-device-plugin would advertise")
 	if err := fs.Parse(args); err != nil {
-		return usageError{"info: " + err.Error()}
+		return cli.UsageError{Msg: "info: " + err.Error()}
 	}
 	if *k8s {
 		return runInfoK8s(cfg, *asJSON, stdout)

@@ -14,9 +14,9 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiinstall"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
 
@@ -24,15 +24,17 @@ import (
 // they change. Flags: see cdiinstall.ParseGenerateArgs.
 func runCDI(cfg config.Config, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "generate" {
-		return usageError{"cdi: want `cdi generate [--dir DIR] [--hook PATH] [--skip-kind KIND]... | [--output FILE|-] [--kind KIND]`"}
+		return cli.UsageError{Msg: "cdi: want `cdi generate [--dir DIR] [--hook PATH] [--skip-kind KIND]... | [--output FILE|-] [--kind KIND]`"}
 	}
 	flags, err := cdiinstall.ParseGenerateArgs(args[1:])
 	if err != nil {
-		return usageError{"cdi generate: " + err.Error()}
+		return cli.UsageError{Msg: "cdi generate: " + err.Error()}
 	}
-	self, err := selfPath()
-	if err != nil {
-		return err
+	hook := flags.Hook
+	if hook == "" {
+		if hook, err = hookPath(); err != nil {
+			return fmt.Errorf("cdi generate: %w", err)
+		}
 	}
 	if flags.Dir == "" && flags.Output == "" {
 		flags.Dir = cdiinstall.SystemSpecDir
@@ -40,7 +42,7 @@ func runCDI(cfg config.Config, args []string, stdout io.Writer) error {
 			flags.Dir = cdiinstall.User("", "", os.Getenv("HOME"), os.Getenv("XDG_CONFIG_HOME"), "").SpecDir
 		}
 	}
-	o := flags.Options(self, cfg.Path())
+	o := flags.Options(hook, cfg.Path())
 	host, err := cdiHost(cfg)
 	if err != nil {
 		return fmt.Errorf("cdi generate: %w", err)
@@ -126,29 +128,4 @@ func cdiHost(cfg config.Config) (cdiinstall.Host, error) {
 		fmt.Fprintf(os.Stderr, "wsl-gpu-hook: cdi generate: %s\n", m)
 	}
 	return cdiinstall.Host{Inventory: h.Inventory, Device: node, LibDir: cfg.LibDir, Stack: stack}, nil
-}
-
-// selfPath is the running binary, links resolved: what a spec written by
-// hand runs as its hook.
-func selfPath() (string, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return "", err
-	}
-	return filepath.EvalSymlinks(self)
-}
-
-// runCDIHook is the createContainer hook of the CDI specs: the engine made
-// the node and mounted the lib dir; the devices' selections (environment
-// variables the spec sets, see pkg/cdispec) say which adapters, whose
-// current driver folders this mounts, as the prestart hook would.
-func runCDIHook(cfg config.Config, stdin io.Reader) error {
-	logger, closeLog := newLogger(cfg)
-	defer closeLog()
-	log := logger.WithField("stage", "cdi-hook")
-	if err := hook(gpuplan.CreateContainer, cfg, stdin, log, true); err != nil {
-		log.Errorf("%v", err)
-		return fmt.Errorf("cdi-hook: %w", err)
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package cdispec
+package cdiselect
 
 import (
 	"errors"
@@ -122,9 +122,9 @@ func TestSelect(t *testing.T) {
 
 func TestEnvName(t *testing.T) {
 	for _, tt := range [][3]string{
-		{NVIDIAKind, "0", "WSL_GPU_CDI_NVIDIA_COM_GPU_0"},
-		{AMDKind, "all", "WSL_GPU_CDI_AMD_COM_GPU_ALL"},
-		{Kind, "0x4486d1", "WSL_GPU_CDI_WSL_GPU_HOOK_DEV_GPU_0X4486D1"},
+		{"nvidia.com/gpu", "0", "WSL_GPU_CDI_NVIDIA_COM_GPU_0"},
+		{"amd.com/gpu", "all", "WSL_GPU_CDI_AMD_COM_GPU_ALL"},
+		{"wsl-gpu-hook.dev/gpu", "0x4486d1", "WSL_GPU_CDI_WSL_GPU_HOOK_DEV_GPU_0X4486D1"},
 	} {
 		if got := EnvName(tt[0], tt[1]); got != tt[2] {
 			t.Errorf("EnvName(%s, %s) = %s, want %s", tt[0], tt[1], got, tt[2])
@@ -171,4 +171,8 @@ func TestToRequest(t *testing.T) {
 	if _, err := r.ToRequest(adapters); err == nil {
 		t.Error("a selection of an absent vendor made a request")
 	}
+}
+
+func adapter(index int, v driverstore.Vendor, luid uint32, folder string) driverstore.Adapter {
+	return driverstore.Adapter{Adapter: dxcore.Adapter{Index: index, LUID: dxcore.LUID{Low: luid}}, Vendor: v, Folder: folder}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiinstall"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/install"
 )
 
@@ -24,7 +25,7 @@ func runInstall(cfg config.Config, args []string, stdout io.Writer, uninstall bo
 	fs.SetOutput(io.Discard)
 	dryRun := fs.Bool("dry-run", false, "print what would change, change nothing")
 	prefix := fs.String("prefix", "", "prepend to every system path (for packaging and tests)")
-	hook := fs.String("hook", "", "the installed wsl-gpu-hook binary (default: this one)")
+	hook := fs.String("hook", "", "the installed wsl-gpu-hook binary (default: the one next to this binary)")
 	var cdiOpts cdiFlags
 	fs.BoolVar(&cdiOpts.user, "user", false, "cdi: write the specs and a systemd --user unit for this user's rootless engines ($XDG_CONFIG_HOME/cdi)")
 	fs.StringVar(&cdiOpts.nvidia, "nvidia-kind", "", "cdi: when another spec defines nvidia.com/gpu: ours (move it aside) or skip (write only our kind)")
@@ -34,7 +35,7 @@ func runInstall(cfg config.Config, args []string, stdout io.Writer, uninstall bo
 	var engines []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return usageError{verb + ": " + err.Error()}
+			return cli.UsageError{Msg: verb + ": " + err.Error()}
 		}
 		if fs.NArg() == 0 {
 			break
@@ -42,19 +43,15 @@ func runInstall(cfg config.Config, args []string, stdout io.Writer, uninstall bo
 		engines, args = append(engines, fs.Arg(0)), fs.Args()[1:]
 	}
 	if len(engines) == 0 {
-		return usageError{verb + ": name an engine: docker, podman, containerd or cdi"}
+		return cli.UsageError{Msg: verb + ": name an engine: docker, podman, containerd or cdi"}
 	}
 	o := install.DefaultOptions()
 	o.Prefix = *prefix
 	if *hook == "" {
-		self, err := os.Executable()
-		if err != nil {
-			return err
+		var err error
+		if *hook, err = hookPath(); err != nil {
+			return fmt.Errorf("%s: %w", verb, err)
 		}
-		if self, err = filepath.EvalSymlinks(self); err != nil {
-			return err
-		}
-		*hook = self
 	}
 	o.HookPath, o.BinDir = *hook, filepath.Dir(*hook)
 	o.Annotation = cfg.RequestAnnotation
@@ -76,7 +73,7 @@ func runInstall(cfg config.Config, args []string, stdout io.Writer, uninstall bo
 		case "cdi":
 			p, err = cdiPlan(cfg, o, cdiOpts, uninstall, stdout)
 		default:
-			return usageError{fmt.Sprintf("%s: unknown engine %q (docker, podman, containerd, cdi)", verb, engine)}
+			return cli.UsageError{Msg: fmt.Sprintf("%s: unknown engine %q (docker, podman, containerd, cdi)", verb, engine)}
 		}
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", verb, engine, err)
@@ -126,7 +123,7 @@ func cdiPlan(cfg config.Config, o install.Options, c cdiFlags, uninstall bool, s
 		}
 		choice, err := cdiinstall.ParseChoice(v)
 		if err != nil {
-			return nil, usageError{fmt.Sprintf("install cdi: --%s-kind %v", strings.SplitN(kind, ".", 2)[0], err)}
+			return nil, cli.UsageError{Msg: fmt.Sprintf("install cdi: --%s-kind %v", strings.SplitN(kind, ".", 2)[0], err)}
 		}
 		co.Kinds[kind] = choice
 	}

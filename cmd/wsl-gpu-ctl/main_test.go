@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
+)
+
+func TestRunErrors(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "none.toml")
+	bad := filepath.Join(t.TempDir(), "bad.toml")
+	if err := os.WriteFile(bad, []byte("ldcache = \"fast\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(t.TempDir(), "empty.toml")
+	if err := os.WriteFile(empty, []byte("log_file = \"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		want    string
+		isUsage bool
+	}{
+		{name: "no command", args: []string{"wsl-gpu-ctl"}, want: "no command given", isUsage: true},
+		{name: "a hook stage is the hook's", args: []string{"wsl-gpu-ctl", "--config", empty, "prestart"}, want: `unknown command "prestart"`, isUsage: true},
+		{name: "explicit config missing", args: []string{"wsl-gpu-ctl", "--config", missing, "doctor"}, want: "doctor: read config: open " + missing + ": no such file or directory: fix the configuration file"},
+		{name: "bad config value", args: []string{"wsl-gpu-ctl", "--config", bad, "info"}, want: "info: config " + bad + ": key ldcache: \"fast\" is not one of builtin, none: fix the configuration file"},
+		{name: "install without an engine", args: []string{"wsl-gpu-ctl", "--config", empty, "install"}, want: "install: name an engine: docker, podman, containerd or cdi", isUsage: true},
+		{name: "cdi without generate", args: []string{"wsl-gpu-ctl", "--config", empty, "cdi", "list"}, want: "cdi: want `cdi generate [--dir DIR] [--hook PATH] [--skip-kind KIND]... | [--output FILE|-] [--kind KIND]`", isUsage: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := run(context.Background(), tt.args, strings.NewReader(""), &out, &out)
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("run error = %v\nwant        %s", err, tt.want)
+			}
+			var u cli.UsageError
+			if errors.As(err, &u) != tt.isUsage {
+				t.Fatalf("usage error = %v, want %v", !tt.isUsage, tt.isUsage)
+			}
+		})
+	}
+}
+
+// TestInstallFindsTheHook: install writes the wsl-gpu-hook next to
+// wsl-gpu-ctl into engine configurations, never wsl-gpu-ctl itself; with
+// no hook there it says so and changes nothing.
+func TestInstallFindsTheHook(t *testing.T) {
+	prefix := t.TempDir()
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"wsl-gpu-ctl", "install", "--prefix", prefix, "docker"}, strings.NewReader(""), &out, &out)
+	// The test binary has no wsl-gpu-hook beside it.
+	if err == nil || !strings.Contains(err.Error(), "install: no wsl-gpu-hook next to ") {
+		t.Fatalf("install without a hook beside: %v", err)
+	}
+	if entries, _ := os.ReadDir(prefix); len(entries) != 0 {
+		t.Fatalf("install without a hook wrote %d entries under the prefix", len(entries))
+	}
+}
