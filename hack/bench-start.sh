@@ -4,7 +4,9 @@
 # root, runc, ldconfig and test/e2e's cached Debian image. RUNS (default 21)
 # sets the runs per variant; HOOK=path measures a prebuilt hook binary
 # instead of one built here the way `make build` builds it; COMPARE=path
-# runs a second hook binary (an older build) as a fourth variant.
+# runs a second hook binary (an older build) as another variant. The floors
+# true (/bin/true as the hook) and emptygo (an empty static Go hook) show
+# what any hook, and any Go hook, costs a start on this machine.
 set -eu
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then
@@ -21,4 +23,6 @@ if [ -z "$hook" ]; then
 fi
 $GO build -o "$bin/dxgsim" ./test/dxgsim
 $GO build -o "$bin/benchstart" ./hack/benchstart
-"$bin/benchstart" --runs "${RUNS:-21}" --hook "$hook" --compare "${COMPARE:-}" --dxgsim "$bin/dxgsim" "$@"
+# The floors: an empty static Go hook, built the way the hook is.
+CGO_ENABLED=0 $GO build -trimpath -ldflags "-s -w" -o "$bin/emptyhook" ./hack/benchstart/emptyhook
+"$bin/benchstart" --runs "${RUNS:-21}" --hook "$hook" --compare "${COMPARE:-}" --empty "$bin/emptyhook" --dxgsim "$bin/dxgsim" "$@"

@@ -5,6 +5,11 @@
 //
 //	plain   runc alone
 //	hook    runc with wsl-gpu-hook as a prestart hook, WSL_GPU_DEVICES=all
+//	true    runc running /bin/true as the prestart hook: what any hook
+//	        costs a start (runc's fork, exec and wait)
+//	emptygo runc running an empty static Go program as the prestart hook
+//	        (hack/benchstart/emptyhook): what any Go hook costs, the floor
+//	        the hook's own work adds to
 //	nvcdi   what NVIDIA's WSL CDI spec makes runc do, built from the same
 //	        fixture: /dev/dxg with its rule, every file of the NVIDIA driver
 //	        folder and libdxcore.so bound read-only one by one, and a
@@ -53,6 +58,7 @@ type options struct {
 	runs    int
 	hook    string // the hook binary to measure
 	compare string // another hook binary, measured alongside: "" for none
+	empty   string // the empty Go hook (emptyhook): "" leaves the floors out
 	dxgsim  string
 	cache   string // test/e2e's cache: the Debian image and fixture objects
 	workDir string // parent of the work dir: on disk, not tmpfs
@@ -64,6 +70,7 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 21, "runs of each variant")
 	flag.StringVar(&o.hook, "hook", "", "wsl-gpu-hook binary to measure (required)")
 	flag.StringVar(&o.dxgsim, "dxgsim", "", "dxgsim binary (required)")
+	flag.StringVar(&o.empty, "empty", "", "the empty Go hook (hack/benchstart/emptyhook): adds the floor variants true and emptygo")
 	flag.StringVar(&o.compare, "compare", "", "a second hook binary (an older build, say), run as a fourth variant \"compare\"")
 	flag.StringVar(&o.cache, "cache", "/var/cache/wsl-gpu-hook-e2e", "test/e2e's cache: the Debian minbase image and the fixture's compiled objects")
 	flag.StringVar(&o.workDir, "workdir", "/var/tmp", "where the work dir goes: a disk file system, as container storage is")
@@ -71,7 +78,7 @@ func main() {
 	flag.Parse()
 	var err error
 	if w := os.Getenv(envWork); w != "" {
-		err = measure(w, o.runs, o.compare != "")
+		err = measure(w, o.runs, o.compare != "", o.empty != "")
 	} else {
 		err = prepareAndRun(o)
 	}
@@ -119,6 +126,14 @@ func prepareAndRun(o options) error {
 			return err
 		}
 	}
+	if o.empty != "" {
+		if err := copyFile(o.empty, filepath.Join(work, "emptyhook")); err != nil {
+			return err
+		}
+		if err := copyFile("/bin/true", filepath.Join(work, "true")); err != nil {
+			return err
+		}
+	}
 	p, err := simhost.Lookup(profileName)
 	if err != nil {
 		return err
@@ -156,6 +171,9 @@ func prepareAndRun(o options) error {
 	if o.compare != "" {
 		args = append(args, "--compare", o.compare)
 	}
+	if o.empty != "" {
+		args = append(args, "--empty", o.empty)
+	}
 	cmd := exec.Command(o.dxgsim, args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), envWork+"="+work)
@@ -172,7 +190,7 @@ type variant struct {
 	edit func(spec *specs.Spec, rootfs string)
 }
 
-func measure(work string, runs int, compare bool) error {
+func measure(work string, runs int, compare, floors bool) error {
 	var base specs.Spec
 	data, err := os.ReadFile(filepath.Join(work, "config.json"))
 	if err == nil {
@@ -210,6 +228,9 @@ func measure(work string, runs int, compare bool) error {
 	}
 	if compare {
 		variants = append(variants, variant{"compare", withHook("wsl-gpu-hook-compare")})
+	}
+	if floors {
+		variants = append(variants, variant{"true", withHook("true")}, variant{"emptygo", withHook("emptyhook")})
 	}
 
 	times := make(map[string][]time.Duration)
@@ -369,7 +390,7 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(
 func report(times map[string][]time.Duration, runs int) {
 	fmt.Printf("runc run of /bin/true on an overlay root on disk, simulated %s host, %d runs each, alternating\n", profileName, runs)
 	fmt.Printf("%-7s %9s %9s %9s %9s\n", "variant", "median", "p25", "p75", "min")
-	for _, name := range []string{"plain", "hook", "nvcdi", "compare"} {
+	for _, name := range variantNames {
 		t := times[name]
 		if len(t) == 0 {
 			continue
@@ -377,7 +398,7 @@ func report(times map[string][]time.Duration, runs int) {
 		fmt.Printf("%-7s %6s ms %6s ms %6s ms %6s ms\n", name, ms(median(t)), ms(quantile(t, 0.25)), ms(quantile(t, 0.75)), ms(slices.Min(t)))
 	}
 	plain := median(times["plain"])
-	for _, name := range []string{"hook", "nvcdi", "compare"} {
+	for _, name := range variantNames[1:] {
 		t := times[name]
 		if len(t) == 0 {
 			continue
@@ -386,7 +407,14 @@ func report(times map[string][]time.Duration, runs int) {
 		fmt.Printf("%s adds %s ms (median), ratio %s/plain %.3f; paired: %s ms (median of each round's difference)\n",
 			name, ms(m-plain), name, float64(m)/float64(plain), ms(median(paired(t, times["plain"]))))
 	}
+	if floor := times["emptygo"]; len(floor) > 0 {
+		fmt.Printf("hook over the empty Go hook (its own work and size): %s ms (median), paired: %s ms\n",
+			ms(median(times["hook"])-median(floor)), ms(median(paired(times["hook"], floor))))
+	}
 }
+
+// variantNames orders the report: plain first, the floors last.
+var variantNames = []string{"plain", "hook", "nvcdi", "compare", "true", "emptygo"}
 
 func copyFile(src, dst string) error {
 	data, err := os.ReadFile(src)
