@@ -2,16 +2,15 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
+
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/deviceplugin"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 )
 
 // k8sDevice is one row of `info --k8s --json`; field names are a stable interface.
@@ -29,7 +28,7 @@ type k8sDevice struct {
 // from the same pure decisions the plugin makes.
 func runInfoK8s(cfg config.Config, asJSON bool, stdout io.Writer) error {
 	opt := deviceplugin.OptionsFrom(cfg)
-	inv, err := listInventory(cfg)
+	inv, err := gpuhost.List(cfg.DxgDevice, gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir})
 	plan := deviceplugin.Build(inv, err, nil, opt)
 	if plan.Problem != "" {
 		return fmt.Errorf("info: %s", plan.Problem)
@@ -59,17 +58,4 @@ func runInfoK8s(cfg config.Config, asJSON bool, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "replicas per adapter %d, CDI names in Allocate %t\n", opt.Replicas, opt.CDI)
 	return nil
-}
-
-// listInventory is the plugin's view of the host.
-func listInventory(cfg config.Config) (*driverstore.Inventory, error) {
-	enum, err := dxcore.Enumerate(cfg.DxgDevice)
-	if err != nil && !errors.Is(err, dxcore.ErrNoAdapters) {
-		return nil, err
-	}
-	var adapters []dxcore.Adapter
-	if enum != nil {
-		adapters = enum.Adapters
-	}
-	return driverstore.Build(adapters, driverstore.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir})
 }

@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -47,17 +46,11 @@ const usage = `usage:
 
 // run is the whole program; main only prints its error.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet(wsl.CtlName, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	cfgPath := fs.String("config", "", "configuration file (default "+config.DefaultPath+")")
-	if err := fs.Parse(args[1:]); err != nil {
-		return cli.Usagef("%v", err)
+	c, err := cli.Parse(wsl.CtlName, config.DefaultPath, args[1:])
+	if err != nil {
+		return err
 	}
-	rest := fs.Args()
-	if len(rest) == 0 {
-		return cli.Usagef("no command given")
-	}
-	cmd, cmdArgs := rest[0], rest[1:]
+	cmd, cmdArgs := c.Name, c.Args
 	if cmd == "version" {
 		fmt.Fprintf(stdout, "%s %s\n", wsl.CtlName, version)
 		return nil
@@ -65,7 +58,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if !wsl.IsCtlCommand(cmd) {
 		return cli.Usagef("unknown command %q", cmd)
 	}
-	cfg, err := config.Load(config.Find(*cfgPath, os.Getenv))
+	cfg, err := config.Load(config.Find(c.ConfigPath, os.Getenv))
 	if err != nil {
 		return fmt.Errorf("%s: %w: fix the configuration file", cmd, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,15 +12,7 @@ import (
 )
 
 func TestRunErrors(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "none.toml")
-	bad := filepath.Join(t.TempDir(), "bad.toml")
-	if err := os.WriteFile(bad, []byte("ldcache = \"fast\"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	empty := filepath.Join(t.TempDir(), "empty.toml")
-	if err := os.WriteFile(empty, []byte("log_file = \"\"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	const missing, bad, empty = "testdata/none.toml", "testdata/bad.toml", "testdata/empty.toml"
 	tests := []struct {
 		name    string
 		args    []string

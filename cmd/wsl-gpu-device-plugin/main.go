@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -24,11 +23,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
+
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/deviceplugin"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/deviceplugin/server"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 )
 
 // version is set by the Makefile at link time.
@@ -86,23 +86,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Options:     opt,
 		Interval:    *interval,
 		FeatureFile: *features,
-		List:        func() (*driverstore.Inventory, error) { return list(cfg) },
-		Log:         log,
+		List: func() (*driverstore.Inventory, error) {
+			return gpuhost.List(cfg.DxgDevice, gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir})
+		},
+		Log: log,
 	})
 	return m.Run(ctx)
-}
-
-// list enumerates the adapters and finds their driver store folders.
-func list(cfg config.Config) (*driverstore.Inventory, error) {
-	enum, err := dxcore.Enumerate(cfg.DxgDevice)
-	if err != nil && !errors.Is(err, dxcore.ErrNoAdapters) {
-		return nil, err
-	}
-	var adapters []dxcore.Adapter
-	if enum != nil {
-		adapters = enum.Adapters
-	}
-	return driverstore.Build(adapters, driverstore.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir})
 }
 
 func orDefaults(p string) string {

@@ -12,7 +12,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -57,21 +56,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if filepath.Base(args[0]) == wsl.WrapperName {
 		return runRuntime(args[1:])
 	}
-	fs := flag.NewFlagSet(wsl.HookName, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	cfgPath := fs.String("config", "", "configuration file (default "+config.DefaultPath+")")
-	if err := fs.Parse(args[1:]); err != nil {
-		return cli.Usagef("%v", err)
-	}
-	rest := fs.Args()
-	if len(rest) == 0 {
-		return cli.Usagef("no command given")
+	c, err := cli.Parse(wsl.HookName, config.DefaultPath, args[1:])
+	if err != nil {
+		return err
 	}
 	// Docker's --gpus runs "nvidia-container-runtime-hook prestart".
-	if filepath.Base(args[0]) == wsl.NvidiaHookName && rest[0] == "prestart" {
-		rest[0] = string(gpuplan.Prestart)
+	if filepath.Base(args[0]) == wsl.NvidiaHookName && c.Name == "prestart" {
+		c.Name = string(gpuplan.Prestart)
 	}
-	cmd, cmdArgs := rest[0], rest[1:]
+	cmd, cmdArgs := c.Name, c.Args
 	switch {
 	case cmd == "runtime":
 		return runRuntime(cmdArgs)
@@ -88,7 +81,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if len(cmdArgs) > 0 {
 		return cli.Usagef("%s takes no arguments", cmd)
 	}
-	cfg, err := config.Load(config.Find(*cfgPath, os.Getenv))
+	cfg, err := config.Load(config.Find(c.ConfigPath, os.Getenv))
 	if err != nil {
 		return fmt.Errorf("%s: %w: fix the configuration file", cmd, err)
 	}

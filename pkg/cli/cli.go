@@ -5,10 +5,35 @@ package cli
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
 )
+
+// Command is a command line of the project's binaries:
+// PROG [--config FILE] NAME ARGS...
+type Command struct {
+	// ConfigPath is --config's value, "" when not given.
+	ConfigPath string
+	Name       string
+	Args       []string
+}
+
+// Parse reads args (argv without the program's name) as a Command. The
+// default configuration path is only shown in the flag's help.
+func Parse(prog, defaultConfig string, args []string) (Command, error) {
+	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfgPath := fs.String("config", "", "configuration file (default "+defaultConfig+")")
+	if err := fs.Parse(args); err != nil {
+		return Command{}, Usagef("%v", err)
+	}
+	if fs.NArg() == 0 {
+		return Command{}, Usagef("no command given")
+	}
+	return Command{ConfigPath: *cfgPath, Name: fs.Arg(0), Args: fs.Args()[1:]}, nil
+}
 
 // UsageError is a command line that cannot be run: the usage text follows
 // it and the exit status is 2.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 )
 
@@ -26,5 +27,30 @@ func TestReport(t *testing.T) {
 				t.Fatalf("Report = %d, %q; want %d, %q", code, out.String(), tt.wantCode, tt.want)
 			}
 		})
+	}
+}
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		args    []string
+		want    Command
+		wantErr string
+	}{
+		{args: []string{"info", "--json"}, want: Command{Name: "info", Args: []string{"--json"}}},
+		{args: []string{"--config", "/c.toml", "prestart"}, want: Command{ConfigPath: "/c.toml", Name: "prestart", Args: []string{}}},
+		{args: []string{"--config=/c.toml", "cdi", "generate", "--config", "x"}, want: Command{ConfigPath: "/c.toml", Name: "cdi", Args: []string{"generate", "--config", "x"}}},
+		{args: nil, wantErr: "no command given"},
+		{args: []string{"--config"}, wantErr: "flag needs an argument: -config"},
+		{args: []string{"--verbose", "info"}, wantErr: "flag provided but not defined: -verbose"},
+	}
+	for _, tt := range tests {
+		got, err := Parse("x", "/etc/x.toml", tt.args)
+		var u UsageError
+		switch {
+		case tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr || !errors.As(err, &u)):
+			t.Errorf("Parse(%q) error = %v, want usage error %q", tt.args, err, tt.wantErr)
+		case tt.wantErr == "" && (err != nil || !reflect.DeepEqual(got, tt.want)):
+			t.Errorf("Parse(%q) = %+v, %v; want %+v", tt.args, got, err, tt.want)
+		}
 	}
 }

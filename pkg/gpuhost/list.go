@@ -1,0 +1,24 @@
+package gpuhost
+
+import (
+	"errors"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+)
+
+// List is the host's adapters with their driver store folders, every
+// detail asked, for the device plugin and `info --k8s`: a host with no
+// adapter is an empty inventory there, not an error, since the plugin
+// then advertises nothing and says why.
+func List(dxg string, o Options) (*driverstore.Inventory, error) {
+	enum, err := dxcore.Enumerate(dxg)
+	if err != nil && !errors.Is(err, dxcore.ErrNoAdapters) {
+		return nil, err
+	}
+	var adapters []dxcore.Adapter
+	if enum != nil {
+		adapters = enum.Adapters
+	}
+	return driverstore.Build(adapters, driverstore.Options{LibDir: o.LibDir, DriversDir: o.DriversDir})
+}
