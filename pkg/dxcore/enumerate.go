@@ -254,14 +254,16 @@ const registryAttempts = 3
 
 // registryFirstValueSize is the room the first QUERYREGISTRY request leaves
 // for the path: 260 UTF-16 units (MAX_PATH, its NUL included), 1072 bytes
-// in all. A driver store path is ~80 to ~130 characters
-// (C:\Windows\System32\DriverStore\FileRepository\<inf>_amd64_<16 hex>),
-// so the host answers SUCCESS at once instead of BUFFER_OVERFLOW and the
-// size: one round trip to the host per adapter instead of two. 260 is
-// also what Windows' own paravirtualized-adapter code sends to the host for
-// this query (1072 bytes in one request), and a path beyond MAX_PATH still
-// works through the BUFFER_OVERFLOW round. output_value_size is an output
-// only (d3dukmdt.h): the host sizes the answer by private_data_size.
+// in all. A driver store path is the FileRepository folder plus
+// <inf>_amd64_<16 hex>, 82 characters for nv_dispi.inf and 86 in the \\?\
+// form, so the host answers SUCCESS at once instead of BUFFER_OVERFLOW and
+// the size: one round trip to the host per adapter instead of two. 260 is
+// what Windows' own paravirtualized-adapter code sends the host for this
+// query (1072 bytes, one request), so the host is known to answer that
+// size; more room would only make every request longer for paths that do
+// not occur, and a path past MAX_PATH still works through the
+// BUFFER_OVERFLOW round. output_value_size is an output only (d3dukmdt.h):
+// the host sizes its answer by private_data_size, so it is sent as 0.
 const registryFirstValueSize = 260 * 2
 
 // queryDriverStorePath runs the QUERYREGISTRY(DRIVERSTOREPATH) exchange:
