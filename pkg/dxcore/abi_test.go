@@ -61,6 +61,9 @@ func TestStructSizes(t *testing.T) {
 		{"driver description", sizeofDriverDescription, 4096 * 2},
 		{"queryregistry info", len(newRegistryRequest(0)), 552},
 		{"queryregistry info + value", len(newRegistryRequest(100)), 652},
+		// What Windows' own paravirtualized-adapter code sends the host
+		// for a driver store path: 552 + 260 UTF-16 units.
+		{"first queryregistry request", len(newRegistryRequest(registryFirstValueSize)), 1072},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -108,6 +111,8 @@ func TestStructOffsets(t *testing.T) {
 		{"queryregistry.physical_adapter_index", newRegistryRequest(0), 532, 4, 0},
 		{"queryregistry.output_value_size", newRegistryRequest(0), 536, 4, 0},
 		{"queryregistry.status", newRegistryRequest(0), 540, 4, 0},
+		// output_value_size is the host's answer, never an input.
+		{"first queryregistry.output_value_size", newRegistryRequest(registryFirstValueSize), 536, 4, 0},
 		{"deviceids.physical_adapter_index", newDeviceIDsRequest(), 0, 4, 0},
 	}
 	for _, tt := range tests {

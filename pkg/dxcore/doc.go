@@ -14,20 +14,34 @@
 // checks the thread group id and answers ENOTTY to anyone else), and every
 // enumerate call opens new ones. Enumerate closes each handle it got with
 // LX_DXCLOSEADAPTER on every path, errors included, then closes the fd.
+// The driver frees every handle of a process when the process's last dxg
+// file is released, so a short-lived caller that holds no other /dev/dxg
+// fd sets Options.CloseHandlesWithFD and leaves them to the fd's close.
+//
+// # Round trips
+//
+// Each ioctl is a system call; each QUERYADAPTERINFO is also a round trip
+// to the Windows host over VMBus (the enumerate and close calls are
+// answered by the Linux driver itself). Without Details, for N adapters:
+// one ENUMADAPTERS3 fill, then per adapter PHYSICALADAPTERDEVICEIDS and
+// one QUERYREGISTRY, plus N CLOSEADAPTER unless CloseHandlesWithFD.
 //
 // # ABI hazards the code is shaped around
 //
 //   - The ENUMADAPTERS3 fill call always passes a capacity of 64
 //     (D3DKMT_ADAPTERS_MAX). With a capacity below the number of adapters,
-//     real kernels write past their own buffer and leak handles; the count
-//     query only gives an upper bound anyway.
+//     real kernels write past their own buffer and leak handles. No count
+//     query precedes it: the fill's ENOTTY (or EINVAL) tells a kernel
+//     without the call as well as a count query would.
 //   - ENUMADAPTERS2 refuses a capacity below the current count with
 //     EOVERFLOW, so its count/fill pair is retried a few times.
 //   - The driver store path is queried with QUERYREGISTRY in its raw layout
 //     with 2-byte UTF-16 characters (552 bytes plus the value). NVIDIA's
 //     struct uses 4-byte wchar_t and only works through libdxcore, which
 //     converts; the host reads the 2-byte form. Its status field, not the
-//     ioctl result, says whether the value fit.
+//     ioctl result, says whether the value fit. The first request leaves
+//     room for 260 UTF-16 units, so a usual path comes back at once; a
+//     longer one is asked for again with the size the host names.
 //   - Very old drivers return a negative NTSTATUS as the ioctl result with
 //     no errno; that is treated as failure and reported as NTSTATUS.
 //

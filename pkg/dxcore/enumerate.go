@@ -46,6 +46,21 @@ type Options struct {
 	// for three ioctls per adapter instead of six: each is a round trip to
 	// the Windows host, on every container start.
 	Details bool
+	// CloseHandlesWithFD leaves the adapter handles to the close of
+	// EnumerateWith's own /dev/dxg fd instead of sending one
+	// LX_DXCLOSEADAPTER per adapter. The driver keeps one handle table per
+	// process and frees every handle in it when the process's last dxg
+	// file is released (dxgk_release, dxgprocess_destroy), so for a caller
+	// whose process holds no other /dev/dxg fd the closes are ioctls that
+	// change nothing: the fd close a moment later frees the same handles.
+	//
+	// Set it only in short-lived processes that open /dev/dxg nowhere else
+	// (the hook: one enumeration, then exit). In a process that keeps
+	// another dxg fd open (a loaded libdxcore or libd3d12, a concurrent
+	// EnumerateWith in another goroutine) the handles would live until
+	// that fd closes too, one set per call: a leak in a long-lived caller
+	// such as the device plugin, which keeps the default.
+	CloseHandlesWithFD bool
 }
 
 // enumerate lists and queries the adapters with every detail.
@@ -53,10 +68,13 @@ func enumerate(d adapterIoctls) (*Enumeration, error) {
 	return enumerateWith(d, Options{Details: true})
 }
 
-// enumerateWith lists and queries the adapters, closing every handle it got.
+// enumerateWith lists and queries the adapters, closing every handle it got
+// unless opt leaves them to the close of the fd.
 func enumerateWith(d adapterIoctls, opt Options) (*Enumeration, error) {
 	infos, name, err := listAdapters(d)
-	defer closeAll(d, infos)
+	if !opt.CloseHandlesWithFD {
+		defer closeAll(d, infos)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -94,10 +112,10 @@ func listAdapters(d adapterIoctls) ([]adapterInfo, string, error) {
 	return infos, "ENUMADAPTERS2", err
 }
 
-// unknownCallError marks a count query the kernel does not know: ENOTTY
-// from the dxg dispatcher (or from any other device), or EINVAL from
-// kernels that reject what they do not know. Only the count query decides:
-// once it answered, the kernel knows the call and later errors are real.
+// unknownCallError marks a call the kernel does not know: ENOTTY from the
+// dxg dispatcher (or from any other device), or EINVAL from kernels that
+// reject what they do not know. The first call of each kind decides: once
+// it answered, the kernel knows the call and later errors are real.
 type unknownCallError struct {
 	call string
 	err  error
@@ -106,30 +124,29 @@ type unknownCallError struct {
 func (e *unknownCallError) Error() string { return e.call + ": " + e.err.Error() }
 func (e *unknownCallError) Unwrap() error { return e.err }
 
-func countError(call string, err error) error {
+func firstCallError(call string, err error) error {
 	if errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.EINVAL) {
 		return &unknownCallError{call: call, err: err}
 	}
 	return fmt.Errorf("%s: %w", call, err)
 }
 
-// enumAdapters3 asks for the count first (which opens nothing and tells us
-// whether the kernel knows the call), then fills with capacity 64: with a
-// smaller capacity than the adapters present the kernel writes past its own
-// buffer, and the count is only an upper bound anyway.
+// enumAdapters3 fills with capacity 64 at once: with a smaller capacity
+// than the adapters present the kernel writes past its own buffer, and 64
+// is D3DKMT_ADAPTERS_MAX. No count query comes first. It would only say
+// whether the kernel knows the call, and the fill says that too: a kernel
+// without ENUMADAPTERS3 answers it with the dispatcher's ENOTTY (EINVAL on
+// kernels that reject what they do not know) before opening anything, and
+// a kernel that knows the call cannot give EINVAL for this argument except
+// on a copy fault, which valid Go buffers do not cause. Whenever the fill
+// fails, dxgkp_enum_adapters has closed every handle it opened, so falling
+// back to ENUMADAPTERS2 leaves nothing open. No adapters is a successful
+// fill with a count of 0.
 func enumAdapters3(d adapterIoctls) ([]adapterInfo, error) {
-	n, err := d.enumAdapters3(enumFilterComputeOnly, nil)
-	if err != nil {
-		return nil, countError("LX_DXENUMADAPTERS3 count", err)
-	}
-	if n == 0 {
-		return nil, nil
-	}
 	buf := make([]byte, adaptersMax*sizeofAdapterInfo)
-	n, err = d.enumAdapters3(enumFilterComputeOnly, buf)
+	n, err := d.enumAdapters3(enumFilterComputeOnly, buf)
 	if err != nil {
-		// The kernel closes what it opened when the call fails.
-		return nil, fmt.Errorf("LX_DXENUMADAPTERS3: %w", err)
+		return nil, firstCallError("LX_DXENUMADAPTERS3", err)
 	}
 	return checkedInfos(buf, n, adaptersMax, "LX_DXENUMADAPTERS3")
 }
@@ -143,7 +160,7 @@ func enumAdapters2(d adapterIoctls) ([]adapterInfo, error) {
 		var n uint32
 		n, err = d.enumAdapters2(nil)
 		if err != nil {
-			return nil, countError("LX_DXENUMADAPTERS2 count", err)
+			return nil, firstCallError("LX_DXENUMADAPTERS2 count", err)
 		}
 		if n == 0 {
 			return nil, nil
@@ -231,14 +248,29 @@ func queryUint32(d adapterIoctls, h, typ uint32) (uint32, error) {
 	return decodeUint32(b)
 }
 
-// registryAttempts allows the size question, the real question, and one more
-// round should the value grow between them.
+// registryAttempts allows the first question, the question with the size
+// the host asked for, and one more round should the value grow between them.
 const registryAttempts = 3
 
+// registryFirstValueSize is the room the first QUERYREGISTRY request leaves
+// for the path: 260 UTF-16 units (MAX_PATH, its NUL included), 1072 bytes
+// in all. A driver store path is the FileRepository folder plus
+// <inf>_amd64_<16 hex>, 82 characters for nv_dispi.inf and 86 in the \\?\
+// form, so the host answers SUCCESS at once instead of BUFFER_OVERFLOW and
+// the size: one round trip to the host per adapter instead of two. 260 is
+// what Windows' own paravirtualized-adapter code sends the host for this
+// query (1072 bytes, one request), so the host is known to answer that
+// size; more room would only make every request longer for paths that do
+// not occur, and a path past MAX_PATH still works through the
+// BUFFER_OVERFLOW round. output_value_size is an output only (d3dukmdt.h):
+// the host sizes its answer by private_data_size, so it is sent as 0.
+const registryFirstValueSize = 260 * 2
+
 // queryDriverStorePath runs the QUERYREGISTRY(DRIVERSTOREPATH) exchange:
-// the first reply only says how many bytes the path needs.
+// the first request has room for any usual path; a longer one comes back as
+// BUFFER_OVERFLOW with the size it needs, and is asked for again.
 func queryDriverStorePath(d adapterIoctls, h uint32) (string, error) {
-	var size uint32
+	size := uint32(registryFirstValueSize)
 	for range registryAttempts {
 		req := newRegistryRequest(size)
 		if err := d.queryAdapterInfo(h, qaiQueryRegistry, req); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
@@ -37,8 +38,12 @@ type fakeKernel struct {
 
 	next   uint32
 	open   map[uint32]int // handle -> adapter index
-	calls  []string
+	calls  []string       // the enumerate calls
 	closed int
+	// ioctls is every call in order, one word each, for the sequence
+	// tests: e3 and e2 fills (with their capacity) and counts, q<type>/<size>
+	// for QUERYADAPTERINFO, close.
+	ioctls []string
 }
 
 func newFakeKernel(t *testing.T, adapters ...fakeAdapter) *fakeKernel {
@@ -60,7 +65,13 @@ func (k *fakeKernel) openHandles(infos []byte, include func(fakeAdapter) bool) u
 }
 
 func (k *fakeKernel) enumAdapters3(filter uint64, infos []byte) (uint32, error) {
+	if infos == nil {
+		k.ioctls = append(k.ioctls, "e3count")
+	} else {
+		k.ioctls = append(k.ioctls, fmt.Sprintf("e3fill/%d", len(infos)/sizeofAdapterInfo))
+	}
 	if k.no3 != nil {
+		// The dispatcher refuses an unknown call before looking at it.
 		k.calls = append(k.calls, "enum3 unknown")
 		return 0, k.no3
 	}
@@ -83,6 +94,11 @@ func (k *fakeKernel) enumAdapters3(filter uint64, infos []byte) (uint32, error) 
 }
 
 func (k *fakeKernel) enumAdapters2(infos []byte) (uint32, error) {
+	if infos == nil {
+		k.ioctls = append(k.ioctls, "e2count")
+	} else {
+		k.ioctls = append(k.ioctls, fmt.Sprintf("e2fill/%d", len(infos)/sizeofAdapterInfo))
+	}
 	if k.no2 != nil {
 		k.calls = append(k.calls, "enum2 unknown")
 		return 0, k.no2
@@ -107,6 +123,7 @@ func (k *fakeKernel) enumAdapters2(infos []byte) (uint32, error) {
 }
 
 func (k *fakeKernel) queryAdapterInfo(handle, typ uint32, data []byte) error {
+	k.ioctls = append(k.ioctls, fmt.Sprintf("q%d/%d", typ, len(data)))
 	i, ok := k.open[handle]
 	if !ok || len(data) == 0 || len(data) > 128<<10 {
 		return unix.EINVAL
@@ -119,6 +136,7 @@ func (k *fakeKernel) queryAdapterInfo(handle, typ uint32, data []byte) error {
 }
 
 func (k *fakeKernel) closeAdapter(handle uint32) error {
+	k.ioctls = append(k.ioctls, "close")
 	if _, ok := k.open[handle]; !ok {
 		k.t.Errorf("CLOSEADAPTER of handle %#x that is not open", handle)
 		return unix.EINVAL
@@ -141,15 +159,25 @@ func putU32(v uint32) func([]byte) error {
 }
 
 // hostRegistry answers QUERYREGISTRY(DRIVERSTOREPATH) like the Windows
-// host: the size first, then the NUL-terminated path.
+// host: the NUL-terminated path when the request has room for it after the
+// 552-byte structure (PrivateDriverDataSize >= sizeof(info) + value),
+// otherwise BUFFER_OVERFLOW and the size it needs.
 func hostRegistry(path string) func([]byte) error {
-	value := append(utf16le(path), 0, 0)
+	return growingRegistry(path)
+}
+
+// growingRegistry is hostRegistry for a value that changes between
+// requests: the i-th request sees paths[min(i, len-1)].
+func growingRegistry(paths ...string) func([]byte) error {
+	calls := 0
 	return func(b []byte) error {
-		if binary.LittleEndian.Uint32(b[0:]) != regTypeDriverStorePath {
+		value := append(utf16le(paths[min(calls, len(paths)-1)]), 0, 0)
+		calls++
+		if len(b) < 552 || binary.LittleEndian.Uint32(b[0:]) != regTypeDriverStorePath {
 			return unix.EINVAL
 		}
 		binary.LittleEndian.PutUint32(b[536:], uint32(len(value)))
-		if len(b)-544 < len(value) {
+		if len(b) < 552+len(value) {
 			binary.LittleEndian.PutUint32(b[540:], regStatusBufferOverflow)
 			return nil
 		}
@@ -282,18 +310,132 @@ func TestEnumerateFallbackToEnumAdapters2(t *testing.T) {
 	}
 }
 
-func TestEnumerateNoFallbackOnRealErrors(t *testing.T) {
+// An ENUMADAPTERS3 fill that fails for a reason other than an unknown call
+// is the answer: no fallback. ENOTTY or EINVAL from the fill, the first
+// call sent, says the kernel lacks ENUMADAPTERS3: a fill that fails closes
+// what it opened, so the fallback leaves nothing open.
+func TestEnumerateFill3Errors(t *testing.T) {
 	gpu := mustProfile(t, "amd-desktop")[0]
-	k := newFakeKernel(t, profileAdapter(gpu, nil))
-	k.failFill3 = unix.ENOMEM
-	_, err := enumerate(k)
-	k.checkClosed()
-	if err == nil || err.Error() != "LX_DXENUMADAPTERS3: cannot allocate memory" {
-		t.Fatalf("err = %v", err)
+	tests := []struct {
+		err       error
+		wantCalls []string
+		wantErr   string
+	}{
+		{unix.ENOMEM, []string{"enum3 fill cap=64"}, "LX_DXENUMADAPTERS3: cannot allocate memory"},
+		{unix.ENODEV, []string{"enum3 fill cap=64"}, "LX_DXENUMADAPTERS3: no such device"},
+		{unix.EINVAL, []string{"enum3 fill cap=64", "enum2 count", "enum2 fill cap=1"}, ""},
+		{unix.ENOTTY, []string{"enum3 fill cap=64", "enum2 count", "enum2 fill cap=1"}, ""},
 	}
-	want := []string{"enum3 count", "enum3 fill cap=64"}
-	if !reflect.DeepEqual(k.calls, want) {
-		t.Errorf("calls = %q, want %q", k.calls, want)
+	for _, tt := range tests {
+		t.Run(tt.err.Error(), func(t *testing.T) {
+			k := newFakeKernel(t, profileAdapter(gpu, nil))
+			k.failFill3 = tt.err
+			e, err := enumerate(k)
+			k.checkClosed()
+			if !reflect.DeepEqual(k.calls, tt.wantCalls) {
+				t.Errorf("calls = %q, want %q", k.calls, tt.wantCalls)
+			}
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || e.Ioctl != "ENUMADAPTERS2" || len(e.Adapters) != 1 {
+				t.Fatalf("enumerate = %+v, %v; want the GPU through ENUMADAPTERS2", e, err)
+			}
+		})
+	}
+}
+
+// TestEnumerateIoctlSequence pins every ioctl an enumeration sends: each is
+// a system call, each QUERYADAPTERINFO a round trip to the Windows host,
+// and the hook pays them on every container start.
+func TestEnumerateIoctlSequence(t *testing.T) {
+	laptop := mustProfile(t, "nvidia-laptop")
+	const dir = `C:\Windows\System32\DriverStore\FileRepository\`
+	long := laptop[0]
+	long.DriverStorePath = dir + strings.Repeat("x", 300) // past the first request's 259 characters
+	longer := dir + strings.Repeat("y", 400)
+	regFor := func(path string) string { return fmt.Sprintf("q48/%d", 552+2*(len(path)+1)) }
+	const ids, reg = "q31/28", "q48/1072" // PHYSICALADAPTERDEVICEIDS, QUERYREGISTRY with room for 260 units
+	tests := []struct {
+		name     string
+		adapters []simhost.Adapter
+		override map[uint32]func([]byte) error // adapter 0's
+		kernel   func(*fakeKernel)
+		opt      Options
+		want     []string
+		wantErr  string
+		wantPath string // adapter 0's driver store path, when not the profile's
+		wantOpen int    // handles left for the close of the fd
+	}{
+		{name: "handles closed (long-lived callers)", adapters: laptop,
+			want: []string{"e3fill/64", ids, reg, ids, reg, "close", "close"}},
+		{name: "handles left to the fd (the hook)", adapters: laptop, opt: Options{CloseHandlesWithFD: true},
+			want: []string{"e3fill/64", ids, reg, ids, reg}, wantOpen: 2},
+		{name: "details", adapters: laptop[:1], opt: Options{Details: true},
+			want: []string{"e3fill/64", "q13/4", "q15/4", ids, reg, "q65/8192", "close"}},
+		{name: "kernel without ENUMADAPTERS3", adapters: laptop, kernel: func(k *fakeKernel) { k.no3 = unix.ENOTTY },
+			opt:  Options{CloseHandlesWithFD: true},
+			want: []string{"e3fill/64", "e2count", "e2fill/2", ids, reg, ids, reg}, wantOpen: 2},
+		{name: "path longer than the first request", adapters: []simhost.Adapter{long},
+			want:     []string{"e3fill/64", ids, reg, regFor(long.DriverStorePath), "close"},
+			wantPath: long.DriverStorePath},
+		{name: "path growing between requests", adapters: []simhost.Adapter{long},
+			override: map[uint32]func([]byte) error{qaiQueryRegistry: growingRegistry(long.DriverStorePath, longer)},
+			want:     []string{"e3fill/64", ids, reg, regFor(long.DriverStorePath), regFor(longer), "close"},
+			wantPath: longer},
+		{name: "no adapters", want: []string{"e3fill/64"},
+			wantErr: "no GPU adapters: the Windows host exposes none to WSL: install or update the Windows GPU driver, then run wsl --shutdown"},
+		{name: "bad count, handles left to the fd", adapters: laptop, opt: Options{CloseHandlesWithFD: true},
+			kernel:  func(k *fakeKernel) { k.overCount3 = true },
+			want:    []string{"e3fill/64"},
+			wantErr: "LX_DXENUMADAPTERS3: kernel reported 65 adapters for a capacity of 64", wantOpen: 2},
+		{name: "every adapter skipped, handles left to the fd", adapters: laptop[:1], opt: Options{CloseHandlesWithFD: true},
+			override: map[uint32]func([]byte) error{qaiPhysicalAdapterDevIDs: nil},
+			want:     []string{"e3fill/64", ids},
+			wantErr:  "no usable GPU adapters: all 1 failed their queries, first adapter 0 (LUID 0x1a1d77): query PHYSICALADAPTERDEVICEIDS: invalid argument: install or update the Windows GPU driver, then run wsl --shutdown",
+			wantOpen: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var fakes []fakeAdapter
+			for i, a := range tt.adapters {
+				var o map[uint32]func([]byte) error
+				if i == 0 {
+					o = tt.override
+				}
+				fakes = append(fakes, profileAdapter(a, o))
+			}
+			k := newFakeKernel(t, fakes...)
+			if tt.kernel != nil {
+				tt.kernel(k)
+			}
+			e, err := enumerateWith(k, tt.opt)
+			if !reflect.DeepEqual(k.ioctls, tt.want) {
+				t.Errorf("ioctls (%d):\n got %q\nwant %q", len(k.ioctls), k.ioctls, tt.want)
+			}
+			if len(k.open) != tt.wantOpen {
+				t.Errorf("%d handles open after enumerate, want %d", len(k.open), tt.wantOpen)
+			}
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("err = %v\nwant  %s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tt.adapters[0].DriverStorePath
+			if tt.wantPath != "" {
+				want = tt.wantPath
+			}
+			if len(e.Adapters) != len(tt.adapters) || e.Adapters[0].DriverStorePath != want {
+				t.Errorf("adapters = %+v, want %d with path %q first", e.Adapters, len(tt.adapters), want)
+			}
+		})
 	}
 }
 
@@ -520,12 +662,12 @@ func TestEnumerateWithoutDetails(t *testing.T) {
 		{
 			name:    "details",
 			opt:     Options{Details: true},
-			queries: map[uint32]int{qaiDriverVersion: 1, qaiAdapterType: 1, qaiPhysicalAdapterDevIDs: 1, qaiQueryRegistry: 2, qaiDriverDescription: 1},
+			queries: map[uint32]int{qaiDriverVersion: 1, qaiAdapterType: 1, qaiPhysicalAdapterDevIDs: 1, qaiQueryRegistry: 1, qaiDriverDescription: 1},
 			want:    wantAdapter,
 		},
 		{
 			name:    "no details",
-			queries: map[uint32]int{qaiPhysicalAdapterDevIDs: 1, qaiQueryRegistry: 2},
+			queries: map[uint32]int{qaiPhysicalAdapterDevIDs: 1, qaiQueryRegistry: 1},
 			want: func(i int, a simhost.Adapter) Adapter {
 				w := wantAdapter(i, a)
 				w.WDDMVersion, w.Type, w.Description = 0, 0, ""

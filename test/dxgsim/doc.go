@@ -37,7 +37,11 @@
 //
 // Misuse the real driver punishes silently is reported: an ENUMADAPTERS3
 // fill with a capacity below the adapter count, and adapter handles a
-// process never closed by the time it exited (or by the time dxgsim stops).
+// process still holds, with the device still open, when dxgsim stops (a
+// long-lived process that never closes them piles them up). Handles a
+// process leaves to its files are not misuse: the driver frees a process's
+// handles when its last /dev/dxg file is released, by close or by exit,
+// and dxgsim counts them as released.
 // Each prints one "dxgsim: misuse: ..." line on stderr at exit and turns a
 // successful exit into exit status 3. --report FILE writes a JSON summary.
 // dxgsim otherwise exits with CMD's status (128+N when CMD was killed by
@@ -55,8 +59,10 @@
 // submissions), every other D3DKMT ioctl (they reach /dev/fuse's driver
 // and fail with its errors), display, the 32-bit compat ioctl path, and the
 // driver's ENOTTY for an fd opened by another process (dxgsim does not see
-// open or close, so it cannot know who opened an fd, and it cannot free a
-// process's handles when it closes its last /dev/dxg fd: handles live until
-// CLOSEADAPTER or exit). Registry values other than the driver store path
-// report status FAIL.
+// open or close, so it cannot know who opened an fd). For the same reason
+// it frees the handles of a process that closed its last /dev/dxg fd only
+// when the process exits or dxgsim stops, not at the close: until then they
+// still answer queries and count against the process's limit of 65536,
+// where the driver would already have freed them. Registry values other
+// than the driver store path report status FAIL.
 package main

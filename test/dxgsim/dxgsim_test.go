@@ -455,36 +455,54 @@ func TestProtocol(t *testing.T) {
 }
 
 // Misuse the real driver punishes is reported: one line each, exit 3 when
-// the command succeeded, and in the report.
+// the command succeeded, and in the report. Handles a process leaves to its
+// files are released with them, as the driver frees them, and are not
+// misuse; handles a process still holds with the device open when the
+// command ends are.
 func TestMisuse(t *testing.T) {
 	tl := build(t, false)
+	// $P is the probe, $D the node, $O a file for a background probe's
+	// output: the command waits until the probe printed step $S.
+	const background = `$P $D $STEPS >$O 2>/dev/null & until grep -q '"op":"$S"' $O 2>/dev/null; do sleep 0.05; done`
+	bg := func(steps, last string) string {
+		return strings.NewReplacer("$STEPS", steps, "$S", last).Replace(background)
+	}
 	tests := []struct {
-		name     string
-		profile  string
-		shell    string // run through sh -c, $P is the probe, $D the node
-		code     int
-		misuse   []string // regexps, one per line, in order
-		handles  [3]uint64
-		wantLine string
+		name    string
+		profile string
+		shell   string // run through sh -c
+		code    int
+		misuse  []string  // regexps, one per line, in order
+		handles [4]uint64 // opened, closed, released, open
 	}{
 		{
 			name:    "clean run",
 			shell:   `$P $D enum3:1:64 close:all`,
-			handles: [3]uint64{2, 2, 0},
+			handles: [4]uint64{2, 2, 0, 0},
 		},
 		{
-			name:    "handles never closed",
+			name:    "handles left to the exit are released",
 			shell:   `$P $D enum3:1:64`,
+			handles: [4]uint64{2, 0, 2, 0},
+		},
+		{
+			name:    "handles left to closing the device are released",
+			shell:   bg("enum3:1:64 closefd sleep:3000", "closefd"),
+			handles: [4]uint64{2, 0, 2, 0},
+		},
+		{
+			name:    "handles held with the device open when the command ends",
+			shell:   bg("enum3:1:64 sleep:3000", "enum3:1:64"),
 			code:    exitMisuse,
-			misuse:  []string{`^dxgsim: misuse: pid \d+ \(dxgprobe\) exited with 2 adapter handle\(s\) never closed \(0x40000000, 0x40000040\): call CLOSEADAPTER for every handle an enumeration returns$`},
-			handles: [3]uint64{2, 0, 2},
+			misuse:  []string{`^dxgsim: misuse: pid \d+ \(dxgprobe\) was still running with the device open when dxgsim stopped, holding 2 adapter handle\(s\) never closed \(0x40000000, 0x40000040\): call CLOSEADAPTER for every handle an enumeration returns$`},
+			handles: [4]uint64{2, 0, 0, 2},
 		},
 		{
 			name:    "capacity below the adapter count",
 			shell:   `$P $D enum3:1:1`,
 			code:    exitMisuse,
 			misuse:  []string{`^dxgsim: misuse: pid \d+ \(dxgprobe\): ENUMADAPTERS3 fill with capacity 1 below the adapter count 2: the real driver writes past its buffer and leaks handles; always pass capacity 64$`},
-			handles: [3]uint64{2, 0, 2}, // opened by the overrun, never returned
+			handles: [4]uint64{2, 0, 0, 2}, // opened by the overrun, never returned
 		},
 		{
 			name:    "capacity below the count even when the filtered list fits",
@@ -492,14 +510,14 @@ func TestMisuse(t *testing.T) {
 			shell:   `$P $D enum3:0:1 close:all`,
 			code:    exitMisuse,
 			misuse:  []string{`ENUMADAPTERS3 fill with capacity 1 below the adapter count 2`},
-			handles: [3]uint64{1, 1, 0},
+			handles: [4]uint64{1, 1, 0, 0},
 		},
 		{
-			name:    "leaks in two processes, a failing command keeps its status",
-			shell:   `$P $D enum3:1:64 >/dev/null; $P $D openluid:0x4486d1:0 >/dev/null; exit 5`,
+			name:    "misuse and a failing command keep its status",
+			shell:   `$P $D enum3:1:1 >/dev/null; $P $D openluid:0x4486d1:0 >/dev/null; exit 5`,
 			code:    5,
-			misuse:  []string{`exited with 2 adapter handle`, `exited with 1 adapter handle\(s\) never closed \(0x40000000\)`},
-			handles: [3]uint64{3, 0, 3},
+			misuse:  []string{`ENUMADAPTERS3 fill with capacity 1 below the adapter count 2`},
+			handles: [4]uint64{3, 0, 1, 2},
 		},
 	}
 	for _, tt := range tests {
@@ -511,7 +529,7 @@ func TestMisuse(t *testing.T) {
 			dir := t.TempDir()
 			node, reportPath := filepath.Join(dir, "dxg"), filepath.Join(dir, "report.json")
 			r := tl.run(t, []string{"--profile", prof, "--dev", node, "--report", reportPath},
-				"sh", "-c", strings.NewReplacer("$P", tl.probe, "$D", node).Replace(tt.shell))
+				"sh", "-c", strings.NewReplacer("$P", tl.probe, "$D", node, "$O", filepath.Join(dir, "probe.out")).Replace(tt.shell))
 			lines := misuseLines(r.stderr)
 			if r.code != tt.code || len(lines) != len(tt.misuse) {
 				t.Fatalf("exit %d with %d misuse lines, want %d with %d\nstderr: %s", r.code, len(lines), tt.code, len(tt.misuse), r.stderr)
@@ -529,8 +547,8 @@ func TestMisuse(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := [3]uint64{rep.HandlesOpened, rep.HandlesClosed, rep.HandlesOpen}; got != tt.handles {
-				t.Errorf("report handles opened/closed/open %v, want %v", got, tt.handles)
+			if got := [4]uint64{rep.HandlesOpened, rep.HandlesClosed, rep.HandlesReleased, rep.HandlesOpen}; got != tt.handles {
+				t.Errorf("report handles opened/closed/released/open %v, want %v", got, tt.handles)
 			}
 			if rep.MisuseTotal != len(tt.misuse) || len(rep.Misuse) != len(tt.misuse) {
 				t.Errorf("report misuse %d %q, want %d", rep.MisuseTotal, rep.Misuse, len(tt.misuse))

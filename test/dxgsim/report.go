@@ -10,8 +10,8 @@ import (
 )
 
 // report is the --report JSON. The camelCase names handlesOpened,
-// handlesClosed, handlesOpen and misuse are read by test/e2e and
-// test/engines: keep them.
+// handlesClosed, handlesReleased, handlesOpen and misuse are read by
+// test/e2e and test/engines: keep them.
 type report struct {
 	Profile    string   `json:"profile"`
 	Faults     []string `json:"faults"`
@@ -22,10 +22,15 @@ type report struct {
 	Calls       map[string]uint64 `json:"calls"`
 	Failures    map[string]uint64 `json:"failures"`
 	Passthrough uint64            `json:"passthrough"`
-	// HandlesOpen is HandlesOpened - HandlesClosed: handles some process
-	// never closed (all of them leaks by the time dxgsim exits).
+	// HandlesClosed counts CLOSEADAPTER closes; HandlesReleased the
+	// handles freed with their process's last dxg file (its close or the
+	// process's exit), as the driver frees them. HandlesOpen is what is
+	// left, HandlesOpened - HandlesClosed - HandlesReleased: handles a
+	// process still held with the device open when dxgsim stopped, and
+	// ones an ENUMADAPTERS3 overrun opened, all of them leaks.
 	HandlesOpened    uint64   `json:"handlesOpened"`
 	HandlesClosed    uint64   `json:"handlesClosed"`
+	HandlesReleased  uint64   `json:"handlesReleased"`
 	HandlesOpen      uint64   `json:"handlesOpen"`
 	Misuse           []string `json:"misuse"` // the first ones, bounded
 	MisuseTotal      int      `json:"misuseTotal"`
@@ -52,7 +57,8 @@ func newReport(o options, status int, k *dxg.Kernel, sup *supervise.Supervisor) 
 		Passthrough:      sup.Passthrough(),
 		HandlesOpened:    st.HandlesOpened,
 		HandlesClosed:    st.HandlesClosed,
-		HandlesOpen:      st.HandlesOpened - st.HandlesClosed,
+		HandlesReleased:  st.HandlesReleased,
+		HandlesOpen:      st.HandlesOpened - st.HandlesClosed - st.HandlesReleased,
 		Misuse:           misuse,
 		MisuseTotal:      total,
 		SupervisorErrors: sup.Errors(),

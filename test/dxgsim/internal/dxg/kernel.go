@@ -92,9 +92,15 @@ type Stats struct {
 	Calls         map[string]uint64
 	Failures      map[string]uint64
 	HandlesOpened uint64
+	// HandlesClosed counts CLOSEADAPTER calls that closed a handle.
 	HandlesClosed uint64
-	// HandlesLeaked counts handles whose process exited (or outlived
-	// dxgsim) without closing them, plus handles an ENUMADAPTERS3
+	// HandlesReleased counts handles freed with their process's last dxg
+	// file instead of by CLOSEADAPTER: the driver frees a process's whole
+	// handle table when that file is released (dxgk_release ->
+	// dxgprocess_destroy), by close(2) or by the process's exit.
+	HandlesReleased uint64
+	// HandlesLeaked counts handles a process still held, with the device
+	// still open, when dxgsim stopped, plus handles an ENUMADAPTERS3
 	// overrun opened and never returned.
 	HandlesLeaked uint64
 }
@@ -542,19 +548,32 @@ func (k *Kernel) Tracked() []Process {
 	return ps
 }
 
-// ProcessExited drops p's handle table; handles still in it were never
-// closed, which is recorded as misuse. Calling it twice is harmless.
+// ProcessExited drops p's handle table. Exit releases every file of the
+// process and the driver frees a process's handles with its last dxg file,
+// so handles still open are released, not leaked: a process that exits
+// (or closes the device) without CLOSEADAPTER holds nothing afterwards.
+// Calling it twice is harmless.
 func (k *Kernel) ProcessExited(p Process) {
-	k.finish(p, "exited")
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if pr := k.procs[p]; pr != nil {
+		k.stats.HandlesReleased += uint64(len(pr.handles))
+	}
+	delete(k.procs, p)
 }
 
-// ProcessOutlived is ProcessExited for a process still running when
-// dxgsim stops: holding handles that long is a leak as well.
+// ProcessReleased is ProcessExited for a process still running that holds
+// no dxg file any more: closing its last one freed its handles.
+func (k *Kernel) ProcessReleased(p Process) {
+	k.ProcessExited(p)
+}
+
+// ProcessOutlived settles a process still running, with the device still
+// open, when dxgsim stops: the handles it holds were never closed and will
+// live as long as it does, which is the leak that matters, a long-lived
+// process holding (and, enumerating again, piling up) handles. They are
+// recorded as misuse.
 func (k *Kernel) ProcessOutlived(p Process) {
-	k.finish(p, "was still running when dxgsim stopped")
-}
-
-func (k *Kernel) finish(p Process, how string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	pr := k.procs[p]
@@ -576,8 +595,8 @@ func (k *Kernel) finish(p Process, how string) {
 		list = append(list, fmt.Sprintf("0x%x", h))
 	}
 	k.stats.HandlesLeaked += uint64(len(hs))
-	k.recordMisuseLocked(fmt.Sprintf("%s %s with %d adapter handle(s) never closed (%s): call CLOSEADAPTER for every handle an enumeration returns",
-		Caller{Process: p, Comm: pr.comm}, how, len(hs), strings.Join(list, ", ")))
+	k.recordMisuseLocked(fmt.Sprintf("%s was still running with the device open when dxgsim stopped, holding %d adapter handle(s) never closed (%s): call CLOSEADAPTER for every handle an enumeration returns",
+		Caller{Process: p, Comm: pr.comm}, len(hs), strings.Join(list, ", ")))
 }
 
 // Stats returns a copy of the counters.

@@ -349,19 +349,44 @@ func TestHandlesArePerProcess(t *testing.T) {
 	}
 }
 
-func TestUnclosedHandlesAreMisuse(t *testing.T) {
+// Handles a process never closed die with its last dxg file: its exit
+// releases them, as the driver's dxgk_release does, and nothing is misuse.
+func TestUnclosedHandlesAreReleasedAtExit(t *testing.T) {
 	k := newKernel(t, Config{Profile: profile(t, "nvidia-laptop")})
 	m := newMemory()
 	_, _, es := enum3(k, alice, m, 1, 64)
 	closeAdapter(k, alice, m, es[0].handle)
 	k.ProcessExited(alice.Process)
 	k.ProcessExited(alice.Process)
+	if msgs, total := k.Misuse(); total != 0 {
+		t.Errorf("misuse = %q, want none", msgs)
+	}
+	if s := k.Stats(); s.HandlesOpened != 2 || s.HandlesClosed != 1 || s.HandlesReleased != 1 || s.HandlesLeaked != 0 {
+		t.Errorf("stats = %+v", s)
+	}
+	if len(k.Tracked()) != 0 {
+		t.Errorf("tracked after exit: %v", k.Tracked())
+	}
+}
+
+// A process still running with the device open when dxgsim stops keeps its
+// handles: that is the leak, reported once.
+func TestHandlesHeldAtStopAreMisuse(t *testing.T) {
+	k := newKernel(t, Config{Profile: profile(t, "nvidia-laptop")})
+	m := newMemory()
+	bob := Caller{Process: Process{TGID: 200, Start: 9}, Comm: "bob"}
+	_, _, es := enum3(k, alice, m, 1, 64)
+	enum3(k, bob, m, 1, 64)
+	closeAdapter(k, alice, m, es[0].handle)
+	k.ProcessOutlived(alice.Process)
+	k.ProcessOutlived(alice.Process)
+	k.ProcessReleased(bob.Process) // closed the device: released
 	msgs, total := k.Misuse()
-	want := "pid 100 (alice) exited with 1 adapter handle(s) never closed (0x40000040)"
+	want := "pid 100 (alice) was still running with the device open when dxgsim stopped, holding 1 adapter handle(s) never closed (0x40000040)"
 	if total != 1 || !strings.HasPrefix(msgs[0], want) {
 		t.Errorf("misuse = %q, want one starting %q", msgs, want)
 	}
-	if s := k.Stats(); s.HandlesOpened != 2 || s.HandlesClosed != 1 || s.HandlesLeaked != 1 {
+	if s := k.Stats(); s.HandlesOpened != 4 || s.HandlesClosed != 1 || s.HandlesReleased != 2 || s.HandlesLeaked != 1 {
 		t.Errorf("stats = %+v", s)
 	}
 }
@@ -494,6 +519,46 @@ func TestQueryRegistry(t *testing.T) {
 			base := want[:strings.LastIndexByte(want, '_')+1]
 			if got == want || !strings.HasPrefix(got, base) || len(got) != len(want) {
 				t.Errorf("moved path %q, want %q with another hash", got, base)
+			}
+		})
+	}
+}
+
+// The host sizes its answer by the request's private data size, not by
+// output_value_size (an output): a first request with room for the path
+// gets it at once, one a byte short gets BUFFER_OVERFLOW and the size, as
+// the Windows host answers Windows' own 1072-byte request for this path.
+func TestQueryRegistryFirstRequest(t *testing.T) {
+	p := profile(t, "nvidia-laptop")
+	want := p.Adapters[0].DriverStorePath
+	need := 2*len(want) + 2
+	tests := []struct {
+		name       string
+		size       int
+		outputSize uint32 // what the request carries in output_value_size
+		wantStatus uint32
+	}{
+		{"room for 260 UTF-16 units", sizeRegistryInfo + 520, 0, regStatusSuccess},
+		{"exactly the structure and the value", sizeRegistryInfo + need, 0, regStatusSuccess},
+		{"one byte short", sizeRegistryInfo + need - 1, 0, regStatusBufferOverflow},
+		{"output_value_size claims room the buffer lacks", sizeRegistryInfo, 4096, regStatusBufferOverflow},
+		{"far more room than needed", 64 << 10, 0, regStatusSuccess},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := newKernel(t, Config{Profile: p})
+			m := newMemory()
+			_, _, es := enum3(k, alice, m, 1, 64)
+			in := make([]byte, tt.size)
+			le.PutUint32(in, regTypeDriverStorePath)
+			le.PutUint32(in[regOutputSize:], tt.outputSize)
+			r, out := query(k, alice, m, es[0].handle, qaiQueryRegistry, in)
+			if r.Errno != 0 || le.Uint32(out[regStatus:]) != tt.wantStatus {
+				t.Fatalf("%d bytes: %v status %d, want status %d", tt.size, r.Errno, le.Uint32(out[regStatus:]), tt.wantStatus)
+			}
+			eq(t, le.Uint32(out[regOutputSize:]), uint32(need))
+			if tt.wantStatus == regStatusSuccess {
+				eq(t, decodeUTF16(out[regOutput:]), want)
 			}
 		})
 	}

@@ -25,6 +25,8 @@
 //	                             never-mapped first page
 //	enum2bad:CAP, enum3bad:CAP   a fill whose adapter array is in that page
 //	querybad:I:TYPE:SIZE         a query whose private data is in that page
+//	closefd                      close DEVICE's fd (later ioctls get EBADF)
+//	sleep:MS                     sleep MS milliseconds
 //
 // The open itself is the first line ("op":"open"). dxgprobe exits 0 unless
 // its arguments are wrong (2): the tests judge the results.
@@ -38,6 +40,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf16"
 	"unsafe"
 
@@ -202,7 +205,7 @@ func (p *probe) step(step string) (Result, error) {
 		}
 	}
 	want := map[string]int{"count2": 0, "enum2": 1, "count3": 1, "enum3": 2, "query": 3, "queryh": 3, "registry": 1, "openluid": 2,
-		"enum2bad": 1, "enum3bad": 1, "querybad": 3}
+		"enum2bad": 1, "enum3bad": 1, "querybad": 3, "closefd": 0, "sleep": 1}
 	if f[0] == "badarg" {
 		args = nil
 	}
@@ -210,6 +213,15 @@ func (p *probe) step(step string) (Result, error) {
 		return Result{}, fmt.Errorf("%s takes %d numbers", f[0], n)
 	}
 	switch f[0] {
+	case "closefd":
+		r := Result{Op: step}
+		if err := unix.Close(p.fd); err != nil {
+			r.Ret, r.Errno = -1, int(err.(unix.Errno))
+		}
+		return r, nil
+	case "sleep":
+		time.Sleep(time.Duration(args[0]) * time.Millisecond)
+		return Result{Op: step}, nil
 	case "count2":
 		var a enumAdapters2
 		r := Result{Op: step}

@@ -9,6 +9,10 @@
 // One goroutine receives; each notification is handled on its own
 // goroutine, bounded, so hundreds of concurrent callers do not queue behind
 // a slow one. Process exits are watched with pidfds in one epoll set, so a
-// process's handle table is checked for leaks when it exits and the memory
-// held stays proportional to the processes alive now.
+// process's handle table is released when it exits (exit releases its dxg
+// files, and the driver frees the handles with them) and the memory held
+// stays proportional to the processes alive now. When dxgsim stops, a
+// process still running is asked through /proc whether it still holds the
+// device: if it does, its handles are a leak; if not, its last close freed
+// them.
 package supervise

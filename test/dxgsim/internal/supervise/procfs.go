@@ -93,6 +93,23 @@ func isNode(tid int, fd uint32, rdev uint64) bool {
 	return st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == rdev
 }
 
+// holdsNode reports whether process pid has an fd on a character device
+// with device number rdev. A process that cannot be inspected (it exited
+// meanwhile) holds nothing: exit released its files.
+func holdsNode(pid int, rdev uint64) bool {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		fd, err := strconv.ParseUint(e.Name(), 10, 32)
+		if err == nil && isNode(pid, uint32(fd), rdev) {
+			return true
+		}
+	}
+	return false
+}
+
 // memory is a thread's address space. process_vm_readv/writev obey page
 // protections like copy_from_user/copy_to_user, so a read-only output
 // buffer faults as it would against the real driver.

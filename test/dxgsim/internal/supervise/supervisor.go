@@ -77,10 +77,11 @@ func (s *Supervisor) receive() {
 }
 
 // Stop waits for the notifications being handled, then settles every
-// process that still has a handle table: exited ones and ones still
-// running both count as leaks. Receivers keep answering later
-// notifications (a daemon's leftover children may still call) until the
-// process exits.
+// process that still has a handle table: exited ones, and running ones
+// that hold no dxg file any more, had their handles released with their
+// files; running ones that still hold the device keep theirs, a leak.
+// Receivers keep answering later notifications (a daemon's leftover
+// children may still call) until the process exits.
 func (s *Supervisor) Stop() {
 	s.mu.Lock()
 	for s.inFlight > 0 {
@@ -90,10 +91,13 @@ func (s *Supervisor) Stop() {
 	s.mu.Unlock()
 	s.r.stop()
 	for _, p := range s.k.Tracked() {
-		if alive(p) {
-			s.k.ProcessOutlived(p)
-		} else {
+		switch {
+		case !alive(p):
 			s.k.ProcessExited(p)
+		case holdsNode(p.TGID, s.rdev):
+			s.k.ProcessOutlived(p)
+		default:
+			s.k.ProcessReleased(p)
 		}
 	}
 }
