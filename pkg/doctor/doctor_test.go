@@ -11,26 +11,31 @@ import (
 	"time"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
 
-// The laptop the tests describe: an Intel iGPU and an NVIDIA dGPU.
+// The laptop the tests describe (simhost's nvidia-laptop): an Intel iGPU
+// and an NVIDIA dGPU.
 const (
+	laptop       = "nvidia-laptop"
 	intelFolder  = "iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea"
 	nvidiaFolder = "nvltwi.inf_amd64_7b2a5c1c4e6f8d90"
 	store        = `\SystemRoot\System32\DriverStore\FileRepository\`
 )
 
-func laptopAdapters() []dxcore.Adapter {
-	return []dxcore.Adapter{
-		{Index: 0, LUID: dxcore.LUID{Low: 0x1a1d77}, WDDMVersion: 3000, PCI: dxcore.PCIIDs{Vendor: 0x8086, Device: 0x9a49},
-			Description: "Intel(R) Iris(R) Xe Graphics", DriverStorePath: store + intelFolder},
-		{Index: 1, LUID: dxcore.LUID{Low: 0x4486d1}, WDDMVersion: 3000, PCI: dxcore.PCIIDs{Vendor: 0x10de, Device: 0x2520},
-			Description: "NVIDIA GeForce RTX 3060 Laptop GPU", DriverStorePath: store + nvidiaFolder},
+func laptopAdapters(t *testing.T) []dxcore.Adapter {
+	t.Helper()
+	p, err := simhost.Lookup(laptop)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return fixture.Adapters(p)
 }
 
-// host is a temporary WSL-shaped tree: GPU files under gpu/, engine
-// configuration under root/, processes under root/proc.
+// host is a temporary WSL-shaped tree: the laptop's GPU files from
+// fixture.Host, engine configuration under root/, processes under
+// root/proc.
 type host struct {
 	t    *testing.T
 	dir  string
@@ -42,14 +47,10 @@ type host struct {
 func newHost(t *testing.T) *host {
 	t.Helper()
 	dir := t.TempDir()
-	h := &host{t: t, dir: dir, enum: &dxcore.Enumeration{Ioctl: "ENUMADAPTERS3", Adapters: laptopAdapters()}}
-	lib := filepath.Join(dir, "gpu/lib")
-	drivers := filepath.Join(dir, "gpu/drivers")
-	for _, f := range []string{"libdxcore.so", "libd3d12.so", "libd3d12core.so", "libcuda.so.1", "libnvidia-ml.so.1", "nvidia-smi"} {
-		h.write(filepath.Join(lib, f), "elf", 0o555)
-	}
-	h.write(filepath.Join(drivers, intelFolder, "igd12umd64.dll"), "dll", 0o555)
-	h.write(filepath.Join(drivers, nvidiaFolder, "libcuda.so.1.1"), "elf", 0o555)
+	h := &host{t: t, dir: dir, enum: &dxcore.Enumeration{Ioctl: "ENUMADAPTERS3", Adapters: laptopAdapters(t)}}
+	gpu := fixture.Host(t, laptop, fixture.Options{Stubs: true})
+	lib := filepath.Join(gpu, fixture.LibDir)
+	drivers := filepath.Join(gpu, fixture.DriversDir)
 	root := filepath.Join(dir, "root")
 	h.mkdir(filepath.Join(root, "proc"))
 	euid := 0
