@@ -103,6 +103,17 @@ func (h *host) link(p, target string) {
 	}
 }
 
+// installed puts the engine's binary and the hook in the engine root, and
+// the runtime wrapper's link to the hook when runtime is set.
+func (h *host) installed(engine string, runtime bool) {
+	h.t.Helper()
+	lines := []string{"exe usr/bin/" + engine, "exe usr/bin/wsl-gpu-hook binary"}
+	if runtime {
+		lines = append(lines, "symlink usr/bin/wsl-gpu-runtime wsl-gpu-hook")
+	}
+	fixture.Tree(h.t, h.opt.Root, lines...)
+}
+
 // hostFile makes a host path a CDI spec may name.
 func (h *host) hostFile(p string) { h.write(filepath.Join(h.opt.HostRoot, p), "x", 0o644) }
 
@@ -401,9 +412,7 @@ func TestDocker(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHost(t)
-			h.rootFile("/usr/bin/dockerd", "#!/bin/sh\n", 0o755)
-			h.rootFile("/usr/bin/wsl-gpu-hook", "binary", 0o755)
-			h.link("/usr/bin/wsl-gpu-runtime", "wsl-gpu-hook")
+			h.installed("dockerd", true)
 			h.opt.Version = func(p string) string {
 				if filepath.Base(p) == "dockerd" {
 					return tt.version
@@ -446,8 +455,7 @@ func TestPodman(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHost(t)
-			h.rootFile("/usr/bin/podman", "#!/bin/sh\n", 0o755)
-			h.rootFile("/usr/bin/wsl-gpu-hook", "binary", 0o755)
+			h.installed("podman", false)
 			h.opt.Version = func(string) string { return tt.version }
 			tt.setup(h)
 			want(t, h.run(), tt.check, tt.status, tt.detail, tt.fix)
@@ -490,9 +498,7 @@ func TestContainerd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHost(t)
-			h.rootFile("/usr/bin/containerd", "#!/bin/sh\n", 0o755)
-			h.rootFile("/usr/bin/wsl-gpu-hook", "binary", 0o755)
-			h.link("/usr/bin/wsl-gpu-runtime", "wsl-gpu-hook")
+			h.installed("containerd", true)
 			h.opt.Version = func(string) string { return tt.version }
 			tt.setup(h)
 			want(t, h.run(), tt.check, tt.status, tt.detail, tt.fix)
