@@ -236,35 +236,19 @@ func TestGPUFaults(t *testing.T) {
 	}
 }
 
-// nvidiaSpec is the shape of `nvidia-ctk cdi generate --mode=wsl`: the
-// driver folder's hash is in every path.
+// nvidiaSpec is fixture.NVIDIASpec, the shape of `nvidia-ctk cdi generate
+// --mode=wsl` (the driver folder's hash is in every path), with two
+// entries these checks are also about: a tmpfs mount, which names no host
+// path, and nvidia-cdi-hook's hook, which does. They extend the spec's
+// containerEdits, whose mounts list comes last.
 func nvidiaSpec(folder string) string {
-	return fmt.Sprintf(`---
-cdiVersion: 0.5.0
-kind: nvidia.com/gpu
-devices:
-- name: all
-  containerEdits:
-    deviceNodes:
-    - path: /dev/dxg
-containerEdits:
+	return fixture.NVIDIASpec(folder) + fmt.Sprintf(`  - hostPath: tmpfs
+    containerPath: /run/scratch
+    type: tmpfs
   hooks:
   - hookName: createContainer
     path: /usr/bin/nvidia-cdi-hook
-    args: [nvidia-cdi-hook, create-symlinks, --link, /usr/lib/wsl/drivers/%[1]s/nvidia-smi::/usr/bin/nvidia-smi]
-  mounts:
-  - hostPath: /usr/lib/wsl/lib/libdxcore.so
-    containerPath: /usr/lib/wsl/lib/libdxcore.so
-    options: [ro, nosuid, nodev, rbind, rprivate]
-  - hostPath: /usr/lib/wsl/drivers/%[1]s/libcuda.so.1.1
-    containerPath: /usr/lib/wsl/drivers/%[1]s/libcuda.so.1.1
-    options: [ro, nosuid, nodev, rbind, rprivate]
-  - hostPath: /usr/lib/wsl/drivers/%[1]s/nvidia-smi
-    containerPath: /usr/lib/wsl/drivers/%[1]s/nvidia-smi
-    options: [ro, nosuid, nodev, rbind, rprivate]
-  - hostPath: tmpfs
-    containerPath: /run/scratch
-    type: tmpfs
+    args: [nvidia-cdi-hook, create-symlinks, --link, /usr/lib/wsl/drivers/%s/nvidia-smi::/usr/bin/nvidia-smi]
 `, folder)
 }
 
