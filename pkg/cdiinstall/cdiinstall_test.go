@@ -14,6 +14,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/install"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 )
 
 func laptop() Host {
@@ -28,18 +29,7 @@ func laptop() Host {
 }
 
 // nvidiaYAML is what NVIDIA's toolkit writes on WSL (trimmed).
-const nvidiaYAML = `cdiVersion: 0.5.0
-kind: nvidia.com/gpu
-devices:
-- name: all
-  containerEdits:
-    deviceNodes:
-    - path: /dev/dxg
-containerEdits:
-  mounts:
-  - hostPath: /usr/lib/wsl/drivers/nvltwi.inf_amd64_7b2a5c1c4e6f8d90/libcuda.so.1.1
-    containerPath: /usr/lib/wsl/drivers/nvltwi.inf_amd64_7b2a5c1c4e6f8d90/libcuda.so.1.1
-`
+var nvidiaYAML = fixture.NVIDIASpec("nvltwi.inf_amd64_7b2a5c1c4e6f8d90")
 
 func write(t *testing.T, root, p, data string) {
 	t.Helper()

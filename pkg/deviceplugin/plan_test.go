@@ -9,11 +9,13 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
 
-// host is a simulated WSL host on disk: a lib dir and one folder per
-// adapter of a simhost profile, so Build sees real stats.
+// host is a simulated WSL host on disk: the lib dir and driver folders of
+// a simhost profile (stand-ins for the ELF objects), so Build sees real
+// stats.
 type host struct {
 	lib, drivers string
 	adapters     []dxcore.Adapter
@@ -25,22 +27,8 @@ func newHost(t *testing.T, profile string) *host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	h := &host{lib: filepath.Join(dir, "lib"), drivers: filepath.Join(dir, "drivers")}
-	if err := os.MkdirAll(h.lib, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for i, a := range p.Adapters {
-		if err := os.MkdirAll(filepath.Join(h.drivers, a.Folder), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		h.adapters = append(h.adapters, dxcore.Adapter{
-			Index: i, LUID: dxcore.LUID{Low: a.LUIDLow, High: int32(a.LUIDHigh)}, WDDMVersion: a.WDDMVersion,
-			Type: dxcore.AdapterType(a.Flags), Description: a.Description, DriverStorePath: a.DriverStorePath,
-			PCI: dxcore.PCIIDs{Vendor: a.VendorID, Device: a.DeviceID, SubVendor: a.SubVendorID, SubSystem: a.SubSystemID, Revision: a.RevisionID},
-		})
-	}
-	return h
+	dir := fixture.Host(t, profile, fixture.Options{Stubs: true})
+	return &host{lib: filepath.Join(dir, fixture.LibDir), drivers: filepath.Join(dir, fixture.DriversDir), adapters: fixture.Adapters(p)}
 }
 
 func (h *host) inventory(t *testing.T) *driverstore.Inventory {

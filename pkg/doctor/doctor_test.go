@@ -11,26 +11,31 @@ import (
 	"time"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
 
-// The laptop the tests describe: an Intel iGPU and an NVIDIA dGPU.
+// The laptop the tests describe (simhost's nvidia-laptop): an Intel iGPU
+// and an NVIDIA dGPU.
 const (
+	laptop       = "nvidia-laptop"
 	intelFolder  = "iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea"
 	nvidiaFolder = "nvltwi.inf_amd64_7b2a5c1c4e6f8d90"
 	store        = `\SystemRoot\System32\DriverStore\FileRepository\`
 )
 
-func laptopAdapters() []dxcore.Adapter {
-	return []dxcore.Adapter{
-		{Index: 0, LUID: dxcore.LUID{Low: 0x1a1d77}, WDDMVersion: 3000, PCI: dxcore.PCIIDs{Vendor: 0x8086, Device: 0x9a49},
-			Description: "Intel(R) Iris(R) Xe Graphics", DriverStorePath: store + intelFolder},
-		{Index: 1, LUID: dxcore.LUID{Low: 0x4486d1}, WDDMVersion: 3000, PCI: dxcore.PCIIDs{Vendor: 0x10de, Device: 0x2520},
-			Description: "NVIDIA GeForce RTX 3060 Laptop GPU", DriverStorePath: store + nvidiaFolder},
+func laptopAdapters(t *testing.T) []dxcore.Adapter {
+	t.Helper()
+	p, err := simhost.Lookup(laptop)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return fixture.Adapters(p)
 }
 
-// host is a temporary WSL-shaped tree: GPU files under gpu/, engine
-// configuration under root/, processes under root/proc.
+// host is a temporary WSL-shaped tree: the laptop's GPU files from
+// fixture.Host, engine configuration under root/, processes under
+// root/proc.
 type host struct {
 	t    *testing.T
 	dir  string
@@ -42,14 +47,10 @@ type host struct {
 func newHost(t *testing.T) *host {
 	t.Helper()
 	dir := t.TempDir()
-	h := &host{t: t, dir: dir, enum: &dxcore.Enumeration{Ioctl: "ENUMADAPTERS3", Adapters: laptopAdapters()}}
-	lib := filepath.Join(dir, "gpu/lib")
-	drivers := filepath.Join(dir, "gpu/drivers")
-	for _, f := range []string{"libdxcore.so", "libd3d12.so", "libd3d12core.so", "libcuda.so.1", "libnvidia-ml.so.1", "nvidia-smi"} {
-		h.write(filepath.Join(lib, f), "elf", 0o555)
-	}
-	h.write(filepath.Join(drivers, intelFolder, "igd12umd64.dll"), "dll", 0o555)
-	h.write(filepath.Join(drivers, nvidiaFolder, "libcuda.so.1.1"), "elf", 0o555)
+	h := &host{t: t, dir: dir, enum: &dxcore.Enumeration{Ioctl: "ENUMADAPTERS3", Adapters: laptopAdapters(t)}}
+	gpu := fixture.Host(t, laptop, fixture.Options{Stubs: true})
+	lib := filepath.Join(gpu, fixture.LibDir)
+	drivers := filepath.Join(gpu, fixture.DriversDir)
 	root := filepath.Join(dir, "root")
 	h.mkdir(filepath.Join(root, "proc"))
 	euid := 0
@@ -100,6 +101,17 @@ func (h *host) link(p, target string) {
 	if err := os.Symlink(target, full); err != nil {
 		h.t.Fatal(err)
 	}
+}
+
+// installed puts the engine's binary and the hook in the engine root, and
+// the runtime wrapper's link to the hook when runtime is set.
+func (h *host) installed(engine string, runtime bool) {
+	h.t.Helper()
+	lines := []string{"exe usr/bin/" + engine, "exe usr/bin/wsl-gpu-hook binary"}
+	if runtime {
+		lines = append(lines, "symlink usr/bin/wsl-gpu-runtime wsl-gpu-hook")
+	}
+	fixture.Tree(h.t, h.opt.Root, lines...)
 }
 
 // hostFile makes a host path a CDI spec may name.
@@ -224,35 +236,19 @@ func TestGPUFaults(t *testing.T) {
 	}
 }
 
-// nvidiaSpec is the shape of `nvidia-ctk cdi generate --mode=wsl`: the
-// driver folder's hash is in every path.
+// nvidiaSpec is fixture.NVIDIASpec, the shape of `nvidia-ctk cdi generate
+// --mode=wsl` (the driver folder's hash is in every path), with two
+// entries these checks are also about: a tmpfs mount, which names no host
+// path, and nvidia-cdi-hook's hook, which does. They extend the spec's
+// containerEdits, whose mounts list comes last.
 func nvidiaSpec(folder string) string {
-	return fmt.Sprintf(`---
-cdiVersion: 0.5.0
-kind: nvidia.com/gpu
-devices:
-- name: all
-  containerEdits:
-    deviceNodes:
-    - path: /dev/dxg
-containerEdits:
+	return fixture.NVIDIASpec(folder) + fmt.Sprintf(`  - hostPath: tmpfs
+    containerPath: /run/scratch
+    type: tmpfs
   hooks:
   - hookName: createContainer
     path: /usr/bin/nvidia-cdi-hook
-    args: [nvidia-cdi-hook, create-symlinks, --link, /usr/lib/wsl/drivers/%[1]s/nvidia-smi::/usr/bin/nvidia-smi]
-  mounts:
-  - hostPath: /usr/lib/wsl/lib/libdxcore.so
-    containerPath: /usr/lib/wsl/lib/libdxcore.so
-    options: [ro, nosuid, nodev, rbind, rprivate]
-  - hostPath: /usr/lib/wsl/drivers/%[1]s/libcuda.so.1.1
-    containerPath: /usr/lib/wsl/drivers/%[1]s/libcuda.so.1.1
-    options: [ro, nosuid, nodev, rbind, rprivate]
-  - hostPath: /usr/lib/wsl/drivers/%[1]s/nvidia-smi
-    containerPath: /usr/lib/wsl/drivers/%[1]s/nvidia-smi
-    options: [ro, nosuid, nodev, rbind, rprivate]
-  - hostPath: tmpfs
-    containerPath: /run/scratch
-    type: tmpfs
+    args: [nvidia-cdi-hook, create-symlinks, --link, /usr/lib/wsl/drivers/%s/nvidia-smi::/usr/bin/nvidia-smi]
 `, folder)
 }
 
@@ -400,9 +396,7 @@ func TestDocker(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHost(t)
-			h.rootFile("/usr/bin/dockerd", "#!/bin/sh\n", 0o755)
-			h.rootFile("/usr/bin/wsl-gpu-hook", "binary", 0o755)
-			h.link("/usr/bin/wsl-gpu-runtime", "wsl-gpu-hook")
+			h.installed("dockerd", true)
 			h.opt.Version = func(p string) string {
 				if filepath.Base(p) == "dockerd" {
 					return tt.version
@@ -445,8 +439,7 @@ func TestPodman(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHost(t)
-			h.rootFile("/usr/bin/podman", "#!/bin/sh\n", 0o755)
-			h.rootFile("/usr/bin/wsl-gpu-hook", "binary", 0o755)
+			h.installed("podman", false)
 			h.opt.Version = func(string) string { return tt.version }
 			tt.setup(h)
 			want(t, h.run(), tt.check, tt.status, tt.detail, tt.fix)
@@ -489,9 +482,7 @@ func TestContainerd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHost(t)
-			h.rootFile("/usr/bin/containerd", "#!/bin/sh\n", 0o755)
-			h.rootFile("/usr/bin/wsl-gpu-hook", "binary", 0o755)
-			h.link("/usr/bin/wsl-gpu-runtime", "wsl-gpu-hook")
+			h.installed("containerd", true)
 			h.opt.Version = func(string) string { return tt.version }
 			tt.setup(h)
 			want(t, h.run(), tt.check, tt.status, tt.detail, tt.fix)

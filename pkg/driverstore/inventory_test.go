@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -16,39 +15,15 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
 
-// adapters returns p's adapters as dxcore enumerates them.
-func adapters(p simhost.Profile) []dxcore.Adapter {
-	var as []dxcore.Adapter
-	for i, a := range p.Adapters {
-		as = append(as, dxcore.Adapter{
-			Index:       i,
-			LUID:        dxcore.LUID{Low: a.LUIDLow, High: int32(a.LUIDHigh)},
-			WDDMVersion: a.WDDMVersion,
-			Type:        dxcore.AdapterType(a.Flags),
-			PCI: dxcore.PCIIDs{Vendor: a.VendorID, Device: a.DeviceID, SubVendor: a.SubVendorID,
-				SubSystem: a.SubSystemID, Revision: a.RevisionID},
-			Description:     a.Description,
-			DriverStorePath: a.DriverStorePath,
-		})
-	}
-	return as
-}
-
-// fixtureHost builds profile name's host tree and returns its options.
-func fixtureHost(t testing.TB, name string, omit ...string) (Options, simhost.Profile) {
+// fixtureHost builds profile name's host tree and returns its options:
+// with stand-ins for the ELF objects (no gcc) unless compiled.
+func fixtureHost(t testing.TB, name string, compiled bool, omit ...string) (Options, simhost.Profile) {
 	t.Helper()
 	p, err := simhost.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache, err := fixture.DefaultCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "host")
-	if err := fixture.Build(dir, p, fixture.Options{CacheDir: cache, Omit: omit}); err != nil {
-		t.Fatal(err)
-	}
+	dir := fixture.Host(t, name, fixture.Options{Stubs: !compiled, Omit: omit})
 	return Options{LibDir: filepath.Join(dir, fixture.LibDir), DriversDir: filepath.Join(dir, fixture.DriversDir)}, p
 }
 
@@ -59,8 +34,8 @@ var kindVendor = map[simhost.FolderKind]Vendor{
 func TestBuildProfiles(t *testing.T) {
 	for _, name := range simhost.Names() {
 		t.Run(name, func(t *testing.T) {
-			opt, p := fixtureHost(t, name)
-			inv, err := Build(adapters(p), opt)
+			opt, p := fixtureHost(t, name, false)
+			inv, err := Build(fixture.Adapters(p), opt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,8 +71,8 @@ func TestBuildProfiles(t *testing.T) {
 // TestBuildCaseInsensitive guards the Intel NPU case: the host says
 // KIPUDRV.INF_AMD64_..., the folder on disk is lower case.
 func TestBuildCaseInsensitive(t *testing.T) {
-	opt, p := fixtureHost(t, "intel-npu")
-	inv, err := Build(adapters(p), opt)
+	opt, p := fixtureHost(t, "intel-npu", false)
+	inv, err := Build(fixture.Adapters(p), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +86,8 @@ func TestBuildCaseInsensitive(t *testing.T) {
 }
 
 func TestBuildMissingFolder(t *testing.T) {
-	opt, p := fixtureHost(t, "nvidia-laptop", "nvltwi.inf_amd64_7b2a5c1c4e6f8d90")
-	inv, err := Build(adapters(p), opt)
+	opt, p := fixtureHost(t, "nvidia-laptop", false, "nvltwi.inf_amd64_7b2a5c1c4e6f8d90")
+	inv, err := Build(fixture.Adapters(p), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,38 +133,6 @@ func TestBuildLibDir(t *testing.T) {
 	}
 }
 
-// mkTree builds a tree from lines "dir P", "file P", "symlink P TARGET"
-// and "mode P OCTAL".
-func mkTree(t *testing.T, root string, lines ...string) {
-	t.Helper()
-	for _, l := range lines {
-		f := strings.Fields(l)
-		p := filepath.Join(root, f[1])
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		switch f[0] {
-		case "dir":
-			err = os.MkdirAll(p, 0o755)
-		case "file":
-			err = os.WriteFile(p, []byte("x"), 0o644)
-		case "symlink":
-			err = os.Symlink(strings.ReplaceAll(f[2], "ROOT", root), p)
-		case "mode":
-			var mode uint64
-			if mode, err = strconv.ParseUint(f[2], 8, 32); err == nil {
-				err = os.Chmod(p, fs.FileMode(mode))
-			}
-		default:
-			t.Fatalf("bad tree line %q", l)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func store(folder string) string {
 	return `\SystemRoot\System32\DriverStore\FileRepository\` + folder
 }
@@ -220,7 +163,7 @@ func TestBuildFolders(t *testing.T) {
 		},
 		{
 			name: "unknown PCI vendor classified by libcuda.so.1.1",
-			tree: []string{"file drivers/nv.inf_amd64_1/libcuda.so.1.1", "dir drivers/other.inf_amd64_2", "symlink drivers/fake.inf_amd64_3/libcuda.so.1.1 /etc/passwd"},
+			tree: []string{"file drivers/nv.inf_amd64_1/libcuda.so.1.1 x", "dir drivers/other.inf_amd64_2", "symlink drivers/fake.inf_amd64_3/libcuda.so.1.1 /etc/passwd"},
 			adapters: []dxcore.Adapter{
 				{Index: 0, DriverStorePath: store("nv.inf_amd64_1")},
 				{Index: 1, PCI: dxcore.PCIIDs{Vendor: 0x5143}, DriverStorePath: store("other.inf_amd64_2")},
@@ -318,7 +261,11 @@ func TestBuildFolders(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
-			mkTree(t, root, append([]string{"dir lib"}, tt.tree...)...)
+			lines := []string{"dir lib"}
+			for _, l := range tt.tree {
+				lines = append(lines, strings.ReplaceAll(l, "ROOT", root))
+			}
+			fixture.Tree(t, root, lines...)
 			drivers := filepath.Join(root, "drivers")
 			inv, err := Build(tt.adapters, Options{LibDir: filepath.Join(root, "lib"), DriversDir: drivers})
 			if err != nil {
@@ -366,9 +313,9 @@ func errString(err error) string {
 }
 
 func TestBuildListFiles(t *testing.T) {
-	opt, p := fixtureHost(t, "nvidia-laptop")
+	opt, p := fixtureHost(t, "nvidia-laptop", true) // SONAMEs need real ELF
 	opt.ListFiles = true
-	inv, err := Build(adapters(p), opt)
+	inv, err := Build(fixture.Adapters(p), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +362,7 @@ func TestBuildListFiles(t *testing.T) {
 
 func TestListFilesSkips(t *testing.T) {
 	root := t.TempDir()
-	mkTree(t, root, "file nvlddmkm.sys", "file empty", "dir sub.so", "symlink link.so /usr/lib/x86_64-linux-gnu/libc.so.6")
+	fixture.Tree(t, root, "file nvlddmkm.sys x", "file empty", "dir sub.so", "symlink link.so /usr/lib/x86_64-linux-gnu/libc.so.6")
 	if err := os.WriteFile(filepath.Join(root, "broken.so"), []byte("\x7fELF\x02\x01"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -433,8 +380,8 @@ func TestListFilesSkips(t *testing.T) {
 }
 
 func BenchmarkBuild(b *testing.B) {
-	opt, p := fixtureHost(b, "nvidia-laptop")
-	as := adapters(p)
+	opt, p := fixtureHost(b, "nvidia-laptop", true)
+	as := fixture.Adapters(p)
 	for b.Loop() {
 		inv, err := Build(as, opt)
 		if err != nil || len(inv.Folders) != 2 {

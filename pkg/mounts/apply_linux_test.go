@@ -19,6 +19,8 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
+	// Named for its job here: this package's tests have a type fixture.
+	wsltree "github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 )
 
 func requireRoot(t *testing.T) {
@@ -49,50 +51,26 @@ func inPrivateMountNS(t *testing.T, fn func()) {
 	<-done
 }
 
-// makeTree builds a tree from lines such as "dir usr/lib",
+// makeTree builds a tree from fixture.Tree's lines ("dir usr/lib",
 // "file etc/ld.so.cache CONTENT", "symlink usr/lib/wsl /etc",
-// "char dev/dxg 1 1".
+// "char dev/dxg 1 1") and "cache P": a loader cache with one entry.
 func makeTree(t *testing.T, root string, lines ...string) {
 	t.Helper()
 	for _, l := range lines {
-		f := strings.Fields(l)
-		p := filepath.Join(root, f[1])
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
+		p, ok := strings.CutPrefix(l, "cache ")
+		if !ok {
+			wsltree.Tree(t, root, l)
+			continue
 		}
-		var err error
-		switch f[0] {
-		case "dir":
-			err = os.MkdirAll(p, 0o755)
-		case "file":
-			err = os.WriteFile(p, []byte(strings.Join(f[2:], " ")), 0o644)
-		case "exe":
-			err = os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755)
-		case "symlink":
-			err = os.Symlink(f[2], p)
-		case "cache":
-			var data []byte
-			data, err = ldcache.Encode([]ldcache.Entry{{Key: "libold.so.1", Path: "/lib/libold.so.1", Flags: ldcache.FlagX8664Libc6}})
-			if err == nil {
-				err = os.WriteFile(p, data, 0o644)
-			}
-		case "char":
-			err = unix.Mknod(p, unix.S_IFCHR|0o600, int(unix.Mkdev(atoi(f[2]), atoi(f[3]))))
-		default:
-			t.Fatalf("bad tree line %q", l)
-		}
+		data, err := ldcache.Encode([]ldcache.Entry{{Key: "libold.so.1", Path: "/lib/libold.so.1", Flags: ldcache.FlagX8664Libc6}})
 		if err != nil {
 			t.Fatal(err)
 		}
+		wsltree.Tree(t, root, "file "+p)
+		if err := os.WriteFile(filepath.Join(root, p), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-}
-
-func atoi(s string) uint32 {
-	var n uint32
-	for _, c := range s {
-		n = n*10 + uint32(c-'0')
-	}
-	return n
 }
 
 // hostState is what must not change on the host: its mounts and the

@@ -3,9 +3,12 @@ package mounts
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	wsltree "github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 )
 
 // TestInRoot checks the confined lookups against hostile trees: whatever
@@ -14,22 +17,22 @@ import (
 func TestInRoot(t *testing.T) {
 	tests := []struct {
 		name  string
-		tree  func(t *testing.T, root, outside string)
+		tree  []string // fixture.Tree lines; OUT is the outside dir's absolute path
 		path  string
 		want  string // the directory the handle must name, relative to root; "" for an error
 		mkdir bool   // mkdirAllInRoot, else openInRoot
 	}{
-		{name: "existing", tree: mkdirs("etc/ld.so.conf.d"), path: "/etc/ld.so.conf.d", want: "etc/ld.so.conf.d", mkdir: true},
-		{name: "created", tree: mkdirs("etc"), path: "/etc/ld.so.conf.d/x", want: "etc/ld.so.conf.d/x", mkdir: true},
+		{name: "existing", tree: []string{"dir etc/ld.so.conf.d"}, path: "/etc/ld.so.conf.d", want: "etc/ld.so.conf.d", mkdir: true},
+		{name: "created", tree: []string{"dir etc"}, path: "/etc/ld.so.conf.d/x", want: "etc/ld.so.conf.d/x", mkdir: true},
 		{name: "created from the root", path: "/usr/lib/wsl", want: "usr/lib/wsl", mkdir: true},
-		{name: "link inside the root is followed", tree: both(mkdirs("usr/bin"), link("bin", "usr/bin")), path: "/bin", want: "usr/bin", mkdir: true},
-		{name: "absolute link stays in the root", tree: both(mkdirs("real"), link("etc", "/real")), path: "/etc/x", want: "real/x", mkdir: true},
-		{name: "dot-dot link stays in the root", tree: both(mkdirs("real"), link("etc", "../../../../real")), path: "/etc/x", want: "real/x", mkdir: true},
-		{name: "link to the host's dir is not followed out", tree: linkOut("etc"), path: "/etc/ld.so.conf.d", mkdir: true},
-		{name: "dangling link is not replaced or followed", tree: link("etc", "/nowhere/x"), path: "/etc/ld.so.conf.d", mkdir: true},
-		{name: "file in the way", tree: file("dev"), path: "/dev", mkdir: true},
-		{name: "open through a link", tree: both(mkdirs("usr/lib64"), link("lib64", "usr/lib64")), path: "/lib64", want: "usr/lib64"},
-		{name: "open does not leave the root", tree: linkOut("lib64"), path: "/lib64/x"},
+		{name: "link inside the root is followed", tree: []string{"dir usr/bin", "symlink bin usr/bin"}, path: "/bin", want: "usr/bin", mkdir: true},
+		{name: "absolute link stays in the root", tree: []string{"dir real", "symlink etc /real"}, path: "/etc/x", want: "real/x", mkdir: true},
+		{name: "dot-dot link stays in the root", tree: []string{"dir real", "symlink etc ../../../../real"}, path: "/etc/x", want: "real/x", mkdir: true},
+		{name: "link to the host's dir is not followed out", tree: []string{"symlink etc OUT"}, path: "/etc/ld.so.conf.d", mkdir: true},
+		{name: "dangling link is not replaced or followed", tree: []string{"symlink etc /nowhere/x"}, path: "/etc/ld.so.conf.d", mkdir: true},
+		{name: "file in the way", tree: []string{"file dev"}, path: "/dev", mkdir: true},
+		{name: "open through a link", tree: []string{"dir usr/lib64", "symlink lib64 usr/lib64"}, path: "/lib64", want: "usr/lib64"},
+		{name: "open does not leave the root", tree: []string{"symlink lib64 OUT"}, path: "/lib64/x"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,8 +43,8 @@ func TestInRoot(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if tt.tree != nil {
-				tt.tree(t, root, outside)
+			for _, l := range tt.tree {
+				wsltree.Tree(t, root, strings.ReplaceAll(l, "OUT", outside))
 			}
 			rootF, err := os.OpenFile(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 			if err != nil {
@@ -79,48 +82,5 @@ func TestInRoot(t *testing.T) {
 				t.Errorf("handle names inode %d, want %s (inode %d)", got.Ino, tt.want, want.Ino)
 			}
 		})
-	}
-}
-
-type treeFunc func(t *testing.T, root, outside string)
-
-func mkdirs(p string) treeFunc {
-	return func(t *testing.T, root, _ string) {
-		if err := os.MkdirAll(filepath.Join(root, p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func link(name, to string) treeFunc {
-	return func(t *testing.T, root, _ string) {
-		if err := os.Symlink(to, filepath.Join(root, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// linkOut links name to the outside directory by its absolute host path.
-func linkOut(name string) treeFunc {
-	return func(t *testing.T, root, outside string) {
-		if err := os.Symlink(outside, filepath.Join(root, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func file(name string) treeFunc {
-	return func(t *testing.T, root, _ string) {
-		if err := os.WriteFile(filepath.Join(root, name), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func both(fs ...treeFunc) treeFunc {
-	return func(t *testing.T, root, outside string) {
-		for _, f := range fs {
-			f(t, root, outside)
-		}
 	}
 }

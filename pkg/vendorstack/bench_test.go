@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 )
 
 // What the hook adds to every container start: the probes a request needs
@@ -12,8 +13,8 @@ import (
 // BenchmarkProbeForAMD (librocdxg behind two links, as ROCm installs it).
 func benchTree(b *testing.B) ProbeOptions {
 	root := b.TempDir()
-	write(b, root, "opt/rocm -> rocm-7.2.0", "opt/rocm-7.2.0/lib/librocdxg.so.1.2.0",
-		"opt/rocm-7.2.0/lib/librocdxg.so.1 -> librocdxg.so.1.2.0", "opt/rocm-7.2.0/share/rocdxg/dids.conf")
+	fixture.Tree(b, root, "symlink opt/rocm rocm-7.2.0", "file opt/rocm-7.2.0/lib/librocdxg.so.1.2.0 x",
+		"symlink opt/rocm-7.2.0/lib/librocdxg.so.1 librocdxg.so.1.2.0", "file opt/rocm-7.2.0/share/rocdxg/dids.conf x")
 	return ProbeOptions{ROCmDir: filepath.Join(root, "opt/rocm"), DRIDir: filepath.Join(root, "dev/dri"), WSLgDir: filepath.Join(root, "mnt/wslg")}
 }
 

@@ -2,7 +2,6 @@ package vendorstack
 
 import (
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,58 +12,8 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 )
-
-// write makes the files of a tree: "path" is a directory when it ends in /,
-// "path -> target" a symlink, "path=mode" a file with that mode (octal).
-func write(t testing.TB, root string, lines ...string) {
-	t.Helper()
-	for _, l := range lines {
-		switch {
-		case strings.Contains(l, " -> "):
-			p, target, _ := strings.Cut(l, " -> ")
-			mkparent(t, filepath.Join(root, p))
-			if err := os.Symlink(target, filepath.Join(root, p)); err != nil {
-				t.Fatal(err)
-			}
-		case strings.HasSuffix(l, "/"):
-			if err := os.MkdirAll(filepath.Join(root, l), 0o755); err != nil {
-				t.Fatal(err)
-			}
-		default:
-			p, mode, _ := strings.Cut(l, "=")
-			m := os.FileMode(0o644)
-			if mode == "600" {
-				m = 0o600
-			}
-			mkparent(t, filepath.Join(root, p))
-			if err := os.WriteFile(filepath.Join(root, p), []byte("x"), m); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Chmod(filepath.Join(root, p), m); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-}
-
-func mkparent(t testing.TB, p string) {
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// socket leaves a unix socket file at p, as a server that bound it does.
-func socket(t *testing.T, p string) {
-	t.Helper()
-	mkparent(t, p)
-	l, err := net.Listen("unix", p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.(*net.UnixListener).SetUnlinkOnClose(false)
-	l.Close()
-}
 
 func TestProbeROCm(t *testing.T) {
 	tests := []struct {
@@ -76,19 +25,19 @@ func TestProbeROCm(t *testing.T) {
 	}{
 		{
 			name: "a packaged install behind /opt/rocm",
-			tree: []string{"opt/rocm -> rocm-7.2.0", "opt/rocm-7.2.0/lib/librocdxg.so.1.2.0",
-				"opt/rocm-7.2.0/lib/librocdxg.so.1 -> librocdxg.so.1.2.0", "opt/rocm-7.2.0/lib/librocdxg.so -> librocdxg.so.1",
-				"opt/rocm-7.2.0/share/rocdxg/dids.conf"},
+			tree: []string{"symlink opt/rocm rocm-7.2.0", "file opt/rocm-7.2.0/lib/librocdxg.so.1.2.0 x",
+				"symlink opt/rocm-7.2.0/lib/librocdxg.so.1 librocdxg.so.1.2.0", "symlink opt/rocm-7.2.0/lib/librocdxg.so librocdxg.so.1",
+				"file opt/rocm-7.2.0/share/rocdxg/dids.conf x"},
 			wantLib: "opt/rocm/lib/librocdxg.so.1", wantShare: "opt/rocm/share/rocdxg",
 		},
 		{
 			name:    "only the development name, no dids.conf",
-			tree:    []string{"opt/rocm/lib/librocdxg.so", "opt/rocm/share/rocdxg/"},
+			tree:    []string{"file opt/rocm/lib/librocdxg.so x", "dir opt/rocm/share/rocdxg"},
 			wantLib: "opt/rocm/lib/librocdxg.so",
 		},
 		{
 			name:    "ROCm without librocdxg",
-			tree:    []string{"opt/rocm/lib/libhsa-runtime64.so.1", "opt/rocm/share/rocdxg/dids.conf"},
+			tree:    []string{"file opt/rocm/lib/libhsa-runtime64.so.1 x", "file opt/rocm/share/rocdxg/dids.conf x"},
 			wantErr: "no librocdxg", wantShare: "opt/rocm/share/rocdxg",
 		},
 		{
@@ -97,24 +46,24 @@ func TestProbeROCm(t *testing.T) {
 		},
 		{
 			name:    "a library only root may read",
-			tree:    []string{"opt/rocm/lib/librocdxg.so.1=600"},
+			tree:    []string{"file opt/rocm/lib/librocdxg.so.1 x", "mode opt/rocm/lib/librocdxg.so.1 600"},
 			wantErr: "is not readable by everyone (mode 600)",
 		},
 		{
 			name:    "a directory where the library should be",
-			tree:    []string{"opt/rocm/lib/librocdxg.so.1/"},
+			tree:    []string{"dir opt/rocm/lib/librocdxg.so.1"},
 			wantErr: "is not a regular file",
 		},
 		{
 			name:    "a dangling link falls back to the next name",
-			tree:    []string{"opt/rocm/lib/librocdxg.so.1 -> gone", "opt/rocm/lib/librocdxg.so"},
+			tree:    []string{"symlink opt/rocm/lib/librocdxg.so.1 gone", "file opt/rocm/lib/librocdxg.so x"},
 			wantLib: "opt/rocm/lib/librocdxg.so",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
-			write(t, root, tt.tree...)
+			fixture.Tree(t, root, tt.tree...)
 			dir := filepath.Join(root, "opt/rocm")
 			got := ProbeROCm(dir)
 			abs := func(p string) string {
@@ -138,25 +87,24 @@ func TestProbeROCm(t *testing.T) {
 
 func TestProbeWSLg(t *testing.T) {
 	tests := []struct {
-		name    string
-		sockets []string
-		tree    []string
-		want    WSLg // paths relative to the wslg dir
+		name string
+		tree []string
+		want WSLg // paths relative to the wslg dir
 	}{
 		{
-			name:    "a running WSLg",
-			sockets: []string{".X11-unix/X0", "runtime-dir/wayland-0", "runtime-dir/pulse/native", "PulseServer"},
-			tree:    []string{"runtime-dir/wayland-0.lock", "weston.log"},
-			want:    WSLg{X11: ".X11-unix", Display: 0, RuntimeDir: "runtime-dir", Wayland: "wayland-0", Pulse: "PulseServer"},
+			name: "a running WSLg",
+			tree: []string{"file runtime-dir/wayland-0.lock x", "file weston.log x",
+				"socket .X11-unix/X0", "socket runtime-dir/wayland-0", "socket runtime-dir/pulse/native", "socket PulseServer"},
+			want: WSLg{X11: ".X11-unix", Display: 0, RuntimeDir: "runtime-dir", Wayland: "wayland-0", Pulse: "PulseServer"},
 		},
 		{
-			name:    "the lowest X display wins",
-			sockets: []string{".X11-unix/X2", ".X11-unix/X1"},
-			want:    WSLg{X11: ".X11-unix", Display: 1},
+			name: "the lowest X display wins",
+			tree: []string{"socket .X11-unix/X2", "socket .X11-unix/X1"},
+			want: WSLg{X11: ".X11-unix", Display: 1},
 		},
 		{
 			name: "files named like sockets are not sockets",
-			tree: []string{".X11-unix/X0", "runtime-dir/wayland-0", "PulseServer"},
+			tree: []string{"file .X11-unix/X0 x", "file runtime-dir/wayland-0 x", "file PulseServer x"},
 			want: WSLg{Display: -1, RuntimeDir: "runtime-dir"},
 		},
 		{
@@ -171,10 +119,7 @@ func TestProbeWSLg(t *testing.T) {
 			if err := os.Mkdir(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			write(t, dir, tt.tree...)
-			for _, s := range tt.sockets {
-				socket(t, filepath.Join(dir, s))
-			}
+			fixture.Tree(t, dir, tt.tree...)
 			want := tt.want
 			want.Dir = dir
 			for _, p := range []*string{&want.X11, &want.RuntimeDir, &want.Pulse} {
@@ -211,7 +156,7 @@ func TestProbeDRI(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		write(t, dir, "by-path/", "card9", "renderD129 -> card0")
+		fixture.Tree(t, dir, "dir by-path", "file card9 x", "symlink renderD129 card0")
 		got, err := ProbeDRI(dir)
 		if err != nil {
 			t.Fatal(err)
@@ -231,8 +176,7 @@ func TestProbeDRI(t *testing.T) {
 // every container start.
 func TestProbeFor(t *testing.T) {
 	root := t.TempDir()
-	write(t, root, "opt/rocm/lib/librocdxg.so.1", "mnt/wslg/")
-	socket(t, filepath.Join(root, "mnt/wslg/.X11-unix/X0"))
+	fixture.Tree(t, root, "file opt/rocm/lib/librocdxg.so.1 x", "dir mnt/wslg", "socket mnt/wslg/.X11-unix/X0")
 	o := ProbeOptions{ROCmDir: filepath.Join(root, "opt/rocm"), DRIDir: filepath.Join(root, "dev/dri"), WSLgDir: filepath.Join(root, "mnt/wslg")}
 	tests := []struct {
 		name       string

@@ -2,27 +2,20 @@ package wrapper
 
 import (
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 )
 
 // TestPatchBundleStack: the wrapper puts the capabilities' variables into
 // process.env, and leaves what the container set itself.
 func TestPatchBundleStack(t *testing.T) {
 	wslg := filepath.Join(t.TempDir(), "wslg")
-	if err := os.MkdirAll(filepath.Join(wslg, ".X11-unix"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("unix", filepath.Join(wslg, ".X11-unix", "X0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	fixture.Tree(t, wslg, "socket .X11-unix/X0")
 	cfg := config.Default()
 	cfg.DxgDevice = "/dev/null"
 	cfg.WSLgDir = wslg

@@ -567,14 +567,7 @@ func TestBindHost(t *testing.T) {
 		}
 	}
 	p := profile(t, "nvidia-laptop")
-	root := filepath.Join(t.TempDir(), "host")
-	cache, err := fixture.DefaultCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fixture.Build(root, p, fixture.Options{CacheDir: cache}); err != nil {
-		t.Fatal(err)
-	}
+	root := fixture.Host(t, p.Name, fixture.Options{})
 	// Inside: the node (10:229, 0666), the fixture read-only, /dev's own
 	// submounts still there, and the probe enumerating through /dev/dxg.
 	script := `set -e

@@ -7,7 +7,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,16 +18,10 @@ import (
 // host lays out the fixture of profile p and a config pointing at it.
 func (tl *tools) host(t *testing.T, p simhost.Profile) (cfg, dev string) {
 	t.Helper()
-	root := filepath.Join(t.TempDir(), "host")
-	cache, _ := fixture.DefaultCacheDir()
-	if err := fixture.Build(root, p, fixture.Options{CacheDir: cache}); err != nil {
-		t.Fatal(err)
-	}
+	root := fixture.Host(t, p.Name, fixture.Options{})
 	dev = filepath.Join(worldDir(t), "dxg")
 	cfg = filepath.Join(worldDir(t), "config.toml")
-	toml := fmt.Sprintf("dxg_device = %q\nlib_dir = %q\ndrivers_dir = %q\nlog_file = \"\"\n",
-		dev, filepath.Join(root, fixture.LibDir), filepath.Join(root, fixture.DriversDir))
-	if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
+	if err := (fixture.Config{Dxg: dev, Host: root}).Write(cfg); err != nil {
 		t.Fatal(err)
 	}
 	return cfg, dev

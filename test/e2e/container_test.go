@@ -16,6 +16,8 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 )
 
 // hookMode says how the container's OCI hook entry is written.
@@ -359,20 +361,12 @@ func buildSpec(t *testing.T, b box, h *harness, hookBin, cfgPath, id string) *sp
 }
 
 // writeHookConfig points the hook at the simulator's node and the fixture
-// tree instead of the real WSL paths, and logs at debug into the work dir.
-func writeHookConfig(t *testing.T, path, dxg, fixture, logFile string) {
+// tree host instead of the real WSL paths, and logs at debug into the work
+// dir.
+func writeHookConfig(t *testing.T, path, dxg, host, logFile string) {
 	t.Helper()
-	cfg := fmt.Sprintf(`dxg_device = %q
-lib_dir = %q
-drivers_dir = %q
-log_file = %q
-log_level = "debug"
-rocm_dir = %q
-dri_dir = %q
-wslg_dir = %q
-`, dxg, filepath.Join(fixture, "usr/lib/wsl/lib"), filepath.Join(fixture, "usr/lib/wsl/drivers"), logFile,
-		filepath.Join(fixture, "opt/rocm"), filepath.Join(fixture, "dev/dri"), filepath.Join(fixture, "mnt/wslg"))
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+	c := fixture.Config{Dxg: dxg, Host: host, LogFile: logFile, LogLevel: "debug", Vendors: true}
+	if err := c.Write(path); err != nil {
 		t.Fatal(err)
 	}
 }

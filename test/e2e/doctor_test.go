@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
 
@@ -17,31 +18,6 @@ type doctorResult struct {
 	Status string `json:"status"`
 	Detail string `json:"detail"`
 	Fix    string `json:"fix"`
-}
-
-// staleNVIDIASpec is what `nvidia-ctk cdi generate --mode=wsl` writes,
-// for the driver folder folder: its hash is in every path.
-func staleNVIDIASpec(folder string) string {
-	return fmt.Sprintf(`---
-cdiVersion: 0.5.0
-kind: nvidia.com/gpu
-devices:
-- name: all
-  containerEdits:
-    deviceNodes:
-    - path: /dev/dxg
-containerEdits:
-  mounts:
-  - hostPath: /usr/lib/wsl/lib/libdxcore.so
-    containerPath: /usr/lib/wsl/lib/libdxcore.so
-    options: [ro, nosuid, nodev, rbind, rprivate]
-  - hostPath: /usr/lib/wsl/drivers/%[1]s/libcuda.so.1.1
-    containerPath: /usr/lib/wsl/drivers/%[1]s/libcuda.so.1.1
-    options: [ro, nosuid, nodev, rbind, rprivate]
-  - hostPath: /usr/lib/wsl/drivers/%[1]s/nvidia-smi
-    containerPath: /usr/lib/wsl/drivers/%[1]s/nvidia-smi
-    options: [ro, nosuid, nodev, rbind, rprivate]
-`, folder)
 }
 
 // TestDoctor runs `wsl-gpu-hook doctor --json` on the simulated laptop
@@ -81,10 +57,10 @@ func TestDoctor(t *testing.T) {
 			{"adapter 1", "ok", "Intel(R) AI Boost (intel, LUID 0x13f71, WDDM 3.1): folder /usr/lib/wsl/drivers/kipudrv.inf_amd64_5d9e7c7a1b3f2e08 (the registry spells it KIPUDRV.INF_AMD64_5D9E7C7A1B3F2E08; matched ignoring case, as Windows does)", ""},
 			{"kernel", "ok", "compute-only adapters included", ""},
 		}},
-		{name: "current NVIDIA spec", specs: map[string]string{"etc/cdi/nvidia.yaml": staleNVIDIASpec(nv.Folder)}, want: []want{
+		{name: "current NVIDIA spec", specs: map[string]string{"etc/cdi/nvidia.yaml": fixture.NVIDIASpec(nv.Folder)}, want: []want{
 			{"cdi /etc/cdi/nvidia.yaml", "ok", "nvidia.com/gpu: nvidia.com/gpu=all; every path it names exists", ""},
 		}},
-		{name: "stale NVIDIA spec", specs: map[string]string{"etc/cdi/nvidia.yaml": staleNVIDIASpec(oldFolder)}, fail: true, want: []want{
+		{name: "stale NVIDIA spec", specs: map[string]string{"etc/cdi/nvidia.yaml": fixture.NVIDIASpec(oldFolder)}, fail: true, want: []want{
 			{"cdi /etc/cdi/nvidia.yaml", "fail", "/usr/lib/wsl/drivers/" + oldFolder + `/libcuda.so.1.1, /usr/lib/wsl/drivers/` + oldFolder + `/nvidia-smi no longer exist on the host: the spec names a driver store folder by its hash, and a Windows driver update replaced that folder; containers given these devices fail to start or print "Failed to initialize NVML: N/A"`,
 				"sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml, or use ours, which follows driver updates: sudo rm /etc/cdi/nvidia.yaml && sudo wsl-gpu-hook install cdi"},
 			{"adapter 1", "ok", nv.Folder, ""},

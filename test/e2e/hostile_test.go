@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 )
 
 // TestHostileImages runs images built to make a root-run hook touch the
@@ -146,8 +148,7 @@ func TestRacingSymlinks(t *testing.T) {
 			hook:  hookConfig,
 			env:   []string{"WSL_GPU_DEVICES=all"},
 			prepare: func(t *testing.T, rootfs string) {
-				os.MkdirAll(filepath.Join(rootfs, "lib64"), 0o755)
-				os.WriteFile(filepath.Join(rootfs, "lib64/ld-linux-x86-64.so.2"), []byte("\x7fELF"), 0o755)
+				fixture.Tree(t, rootfs, "exe lib64/ld-linux-x86-64.so.2 \x7fELF")
 				go race(stop, done, bait, filepath.Join(rootfs, "usr/lib/wsl"), filepath.Join(rootfs, "etc/ld.so.conf.d"))
 			},
 			checks: []check{{"ran", "echo ran"}},
@@ -276,8 +277,7 @@ func TestHostileSystemDirs(t *testing.T) {
 				env:      []string{"WSL_GPU_DEVICES=all"},
 				imageDev: tt.imageDev,
 				prepare: func(t *testing.T, rootfs string) {
-					os.MkdirAll(filepath.Join(rootfs, "lib64"), 0o755)
-					os.WriteFile(filepath.Join(rootfs, "lib64/ld-linux-x86-64.so.2"), []byte("\x7fELF"), 0o755)
+					fixture.Tree(t, rootfs, "exe lib64/ld-linux-x86-64.so.2 \x7fELF")
 					p := filepath.Join(rootfs, tt.path)
 					os.RemoveAll(p)
 					os.MkdirAll(filepath.Dir(p), 0o755)

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 )
 
 // TestRootfsFaults gives the hook a root file system it cannot write: one
@@ -64,12 +66,9 @@ func TestRootfsFaults(t *testing.T) {
 				hook:  hookConfig,
 				env:   []string{"WSL_GPU_DEVICES=all"},
 				prepare: func(t *testing.T, rootfs string) {
-					for _, d := range []string{"lib64", "etc", "proc", "sys", "dev", "usr/lib/wsl/lib", "usr/lib/wsl/drivers/iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea", "usr/lib/wsl/drivers/nvltwi.inf_amd64_7b2a5c1c4e6f8d90", "usr/bin"} {
-						os.MkdirAll(filepath.Join(rootfs, d), 0o755)
-					}
-					if err := os.WriteFile(filepath.Join(rootfs, "lib64/ld-linux-x86-64.so.2"), []byte("\x7fELF"), 0o755); err != nil {
-						t.Fatal(err)
-					}
+					fixture.Tree(t, rootfs, "dir etc", "dir proc", "dir sys", "dir dev", "dir usr/lib/wsl/lib",
+						"dir usr/lib/wsl/drivers/iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea", "dir usr/lib/wsl/drivers/nvltwi.inf_amd64_7b2a5c1c4e6f8d90",
+						"dir usr/bin", "exe lib64/ld-linux-x86-64.so.2 \x7fELF")
 					tt.mount(t, rootfs)
 				},
 				checks: []check{{"ran", "echo ran"}},

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 )
 
 // mountsInside lists the container's WSL mount points, one line each:
@@ -26,11 +28,10 @@ func newCDIHost(t *testing.T, e *env) *cdiHost {
 	if out, err := exec.Command("cp", "-a", e.hostDir, h.dir).CombinedOutput(); err != nil {
 		t.Fatalf("copy host tree: %v %s", err, out)
 	}
-	h.drivers = filepath.Join(h.dir, "usr/lib/wsl/drivers")
+	h.drivers = filepath.Join(h.dir, fixture.DriversDir)
 	h.config = filepath.Join(filepath.Dir(h.dir), "config.toml")
-	cfg := fmt.Sprintf("dxg_device = %q\nlib_dir = %q\ndrivers_dir = %q\nlog_file = %q\nlog_level = \"debug\"\n",
-		e.dev, filepath.Join(h.dir, "usr/lib/wsl/lib"), h.drivers, filepath.Join(e.dir, "hook.log"))
-	if err := os.WriteFile(h.config, []byte(cfg), 0o644); err != nil {
+	cfg := fixture.Config{Dxg: e.dev, Host: h.dir, LogFile: filepath.Join(e.dir, "hook.log"), LogLevel: "debug"}
+	if err := cfg.Write(h.config); err != nil {
 		t.Fatal(err)
 	}
 	return h

@@ -101,9 +101,8 @@ func build() (*env, error) {
 	}
 	e.dev = filepath.Join(dir, "dev", "dxg")
 	e.config = filepath.Join(dir, "config.toml")
-	cfg := fmt.Sprintf("dxg_device = %q\nlib_dir = %q\ndrivers_dir = %q\nlog_file = %q\nlog_level = \"debug\"\n",
-		e.dev, filepath.Join(e.hostDir, fixture.LibDir), filepath.Join(e.hostDir, fixture.DriversDir), filepath.Join(dir, "hook.log"))
-	if err := os.WriteFile(e.config, []byte(cfg), 0o644); err != nil {
+	cfg := fixture.Config{Dxg: e.dev, Host: e.hostDir, LogFile: filepath.Join(dir, "hook.log"), LogLevel: "debug"}
+	if err := cfg.Write(e.config); err != nil {
 		return nil, err
 	}
 	e.rootfs = filepath.Join(dir, "rootfs")

@@ -3,6 +3,7 @@ module github.com/wsl-gpu-hook/wsl-gpu-hook/test/engines
 go 1.26.0
 
 require (
+	github.com/moby/sys/mountinfo v0.7.2
 	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/wsl-gpu-hook/wsl-gpu-hook v0.0.0
 	google.golang.org/grpc v1.72.1

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 )
 
 // rootlessUser is the account hack/setup.sh makes (with subordinate ids)
@@ -78,9 +80,8 @@ func (r *rootless) ownedDir(t *testing.T) string {
 func (r *rootless) config(t *testing.T, host, logFile string) string {
 	t.Helper()
 	p := filepath.Join(r.ownedDir(t), "config.toml")
-	cfg := fmt.Sprintf("dxg_device = %q\nlib_dir = %q\ndrivers_dir = %q\nlog_file = %q\nlog_level = \"debug\"\n",
-		r.e.dev, filepath.Join(host, "usr/lib/wsl/lib"), filepath.Join(host, "usr/lib/wsl/drivers"), logFile)
-	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
+	cfg := fixture.Config{Dxg: r.e.dev, Host: host, LogFile: logFile, LogLevel: "debug"}
+	if err := cfg.Write(p); err != nil {
 		t.Fatal(err)
 	}
 	return p

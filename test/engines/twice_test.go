@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // TestDockerRuntimeAndGPUs: `docker run --runtime wsl-gpu --gpus all` runs
@@ -25,12 +27,15 @@ func TestDockerRuntimeAndGPUs(t *testing.T) {
 	}
 	checkGPU(t, out, true, e.intel, e.nvidia)
 	_, mi, _ := strings.Cut(out, "==mountinfo\n")
+	wsl, err := mountinfo.GetMountsFromReader(strings.NewReader(mi), func(m *mountinfo.Info) (skip, stop bool) {
+		return !strings.HasPrefix(m.Mountpoint, "/usr/lib/wsl/") && m.Mountpoint != "/dev/dxg", false
+	})
+	if err != nil {
+		t.Fatalf("the container's mountinfo: %v\n%s", err, mi)
+	}
 	counts := map[string]int{}
-	for _, line := range strings.Split(mi, "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && (strings.HasPrefix(f[4], "/usr/lib/wsl/") || f[4] == "/dev/dxg") {
-			counts[f[4]]++
-		}
+	for _, m := range wsl {
+		counts[m.Mountpoint]++
 	}
 	if len(counts) == 0 {
 		t.Fatalf("no WSL mount in the container's mountinfo:\n%s", mi)

@@ -1,7 +1,6 @@
 package engines
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
 
 // TestPodmanVendorStacks runs podman's own CDI injection of our specs on
@@ -21,22 +19,12 @@ func TestPodmanVendorStacks(t *testing.T) {
 		t.Skip("podman not installed")
 	}
 	const amdProfile = "amd-desktop"
-	p, err := simhost.Lookup(amdProfile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	host := filepath.Join(dir, "host")
-	cache, _ := fixture.DefaultCacheDir()
-	if err := fixture.Build(host, p, fixture.Options{CacheDir: cache, DeviceNodes: true}); err != nil {
-		t.Fatal(err)
-	}
+	host := fixture.Host(t, amdProfile, fixture.Options{DeviceNodes: true})
 	dev := filepath.Join(dir, "dxg")
 	config := filepath.Join(dir, "config.toml")
-	cfg := fmt.Sprintf("dxg_device = %q\nlib_dir = %q\ndrivers_dir = %q\nlog_file = %q\nlog_level = \"debug\"\nrocm_dir = %q\ndri_dir = %q\nwslg_dir = %q\n",
-		dev, filepath.Join(host, fixture.LibDir), filepath.Join(host, fixture.DriversDir), filepath.Join(dir, "hook.log"),
-		filepath.Join(host, fixture.ROCmDir), filepath.Join(host, fixture.DRIDir), filepath.Join(host, fixture.WSLgDir))
-	if err := os.WriteFile(config, []byte(cfg), 0o644); err != nil {
+	cfg := fixture.Config{Dxg: dev, Host: host, LogFile: filepath.Join(dir, "hook.log"), LogLevel: "debug", Vendors: true}
+	if err := cfg.Write(config); err != nil {
 		t.Fatal(err)
 	}
 	specDir := filepath.Join(dir, "cdi")

@@ -3,6 +3,7 @@ module github.com/wsl-gpu-hook/wsl-gpu-hook/test/k8s
 go 1.26.0
 
 require (
+	github.com/moby/sys/mountinfo v0.7.2
 	google.golang.org/grpc v1.72.1
 	k8s.io/cri-api v0.34.4
 	k8s.io/kubelet v0.34.4
@@ -66,7 +67,6 @@ require (
 	github.com/mailru/easyjson v0.7.7 // indirect
 	github.com/mistifyio/go-zfs v2.1.2-0.20190413222219-f784269be439+incompatible // indirect
 	github.com/moby/spdystream v0.5.0 // indirect
-	github.com/moby/sys/mountinfo v0.7.2 // indirect
 	github.com/moby/sys/userns v0.1.0 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect

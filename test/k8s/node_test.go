@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -485,12 +486,11 @@ func (n *node) teardown(t *testing.T) {
 		removeCgroupTree(filepath.Join("/sys/fs/cgroup", c, n.cgroupRoot))
 	}
 	// The kubelet may have mounted under its root dir (pod volumes).
-	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+	if ms, err := mountinfo.GetMounts(mountinfo.PrefixFilter(n.e.dir)); err == nil {
 		var mps []string
-		for _, l := range strings.Split(string(data), "\n") {
-			f := strings.Fields(l)
-			if len(f) > 4 && strings.HasPrefix(f[4], n.e.dir+"/") {
-				mps = append(mps, f[4])
+		for _, m := range ms {
+			if strings.HasPrefix(m.Mountpoint, n.e.dir+"/") {
+				mps = append(mps, m.Mountpoint)
 			}
 		}
 		sort.Sort(sort.Reverse(sort.StringSlice(mps)))

@@ -1,14 +1,13 @@
 package hostview
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -120,29 +119,22 @@ func overlay(dir string) error {
 // submounts lists the outermost mountpoints strictly below dir, relative
 // to it; binding each recursively carries everything deeper.
 func submounts(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
 	if err != nil {
-		return nil, fmt.Errorf("list mounts: %w", err)
+		return nil, fmt.Errorf("list mounts below %s: %w", dir, err)
 	}
-	defer f.Close()
-	return parseSubmounts(f, dir)
+	return outermost(mounts, dir), nil
 }
 
-func parseSubmounts(f io.Reader, dir string) ([]string, error) {
+// outermost keeps, of mounts, the mountpoints strictly below dir that no
+// other one of them contains, relative to dir and sorted. mountinfo has
+// already decoded the kernel's octal escapes (\040 for a space).
+func outermost(mounts []*mountinfo.Info, dir string) []string {
 	seen := map[string]bool{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescape(fields[4])
-		if rel, ok := strings.CutPrefix(mp, dir+"/"); ok && rel != "" {
+	for _, m := range mounts {
+		if rel, ok := strings.CutPrefix(m.Mountpoint, dir+"/"); ok && rel != "" {
 			seen[rel] = true
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read /proc/self/mountinfo: %w", err)
 	}
 	var outer []string
 	for rel := range seen {
@@ -151,7 +143,7 @@ func parseSubmounts(f io.Reader, dir string) ([]string, error) {
 		}
 	}
 	sort.Strings(outer)
-	return outer, nil
+	return outer
 }
 
 func hasAncestor(set map[string]bool, rel string) bool {
@@ -161,24 +153,4 @@ func hasAncestor(set map[string]bool, rel string) bool {
 		}
 	}
 	return false
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for space, ...).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var c byte
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &c); err == nil {
-				b.WriteByte(c)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
