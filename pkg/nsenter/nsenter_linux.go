@@ -99,3 +99,17 @@ func (s fsState) close() {
 		}
 	}
 }
+
+// Prepare starts, in the background, what the first InMountNS of a process
+// would otherwise start on its own path: the Go runtime's template thread,
+// which the first runtime.LockOSThread of a process creates (about 0.13 ms
+// on a nested VM: an M, a stack, a clone). Call it early in a process that
+// is going to enter, so the thread is made while the process waits for
+// other work (the hook: while it enumerates adapters). It changes nothing
+// else: the goroutine locks and unlocks its thread without touching it.
+func Prepare() {
+	go func() {
+		runtime.LockOSThread()
+		runtime.UnlockOSThread()
+	}()
+}
