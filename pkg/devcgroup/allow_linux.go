@@ -3,8 +3,8 @@ package devcgroup
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 
@@ -20,41 +20,53 @@ import (
 )
 
 // Allow lets the container whose init process has host pid pid read, write
-// and mknod dev, through whichever device cgroup restricts it (see the
-// package documentation). rules is the bundle's linux.resources.devices, the
-// rules the runtime applied; cgroup v2 needs them to rebuild its program.
+// and mknod each of devs, through whichever device cgroup restricts it (see
+// the package documentation). rules is the bundle's linux.resources.devices,
+// the rules the runtime applied; cgroup v2 needs them to rebuild its program.
+// Allowing several devices in one call finds the cgroup once and, on cgroup
+// v2, replaces the program once.
 //
 // Call it as root in the host's mount, cgroup and user namespaces, after the
 // runtime applied its cgroup settings (prestart or createRuntime). If the pid
 // has neither a v1 devices cgroup nor a v2 device program, it changes nothing
 // and returns nil.
-func Allow(pid int, rules []specs.LinuxDeviceCgroup, dev devnode.Node) error {
-	if err := validate(dev); err != nil {
-		return err
+func Allow(pid int, rules []specs.LinuxDeviceCgroup, devs ...devnode.Node) error {
+	if len(devs) == 0 {
+		return nil
 	}
-	target, err := targetRules(rules, dev)
+	for _, dev := range devs {
+		if err := validate(dev); err != nil {
+			return err
+		}
+	}
+	target, err := targetRules(rules, devs...)
 	if err != nil {
 		return fmt.Errorf("device rules of the bundle's config.json: %w", err)
 	}
 
-	// The mount table read and the paths opened must belong to one mount
-	// namespace: keep this goroutine on one thread and read that thread's.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-
+	// No runtime.LockOSThread around the mount table read and the opens
+	// that follow: every thread the Go runtime may move this goroutine to
+	// shares one mount namespace (a thread that leaves it stays locked to
+	// its goroutine, see nsenter), and the first LockOSThread of a process
+	// costs a new OS thread.
 	cgFile := "/proc/" + strconv.Itoa(pid) + "/cgroup"
-	f, err := os.Open(cgFile)
+	cgFd, err := openProcFile(cgFile)
 	if err != nil {
 		return fmt.Errorf("open %q: %w: is pid %d (the container's init) still running?", cgFile, err, pid)
 	}
-	member, err := parseProcCgroup(f)
-	f.Close()
+	member, err := parseProcCgroup(cgFd)
+	unix.Close(int(cgFd))
 	if err != nil {
 		return fmt.Errorf("parse %q: %w", cgFile, err)
 	}
 	// Only cgroup mounts matter (findMount), and a host running many
 	// containers has hundreds of others.
-	mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup", "cgroup2"))
+	mountsFd, err := openProcFile("/proc/thread-self/mountinfo")
+	if err != nil {
+		return fmt.Errorf("read the mount table: %w", err)
+	}
+	mounts, err := mountinfo.GetMountsFromReader(mountsFd, mountinfo.FSTypeFilter("cgroup", "cgroup2"))
+	unix.Close(int(mountsFd))
 	if err != nil {
 		return fmt.Errorf("read the mount table: %w", err)
 	}
@@ -82,7 +94,7 @@ func Allow(pid int, rules []specs.LinuxDeviceCgroup, dev devnode.Node) error {
 	}
 
 	if v1 != nil {
-		if err := allowV1(*v1, dev); err != nil {
+		if err := allowV1(*v1, devs); err != nil {
 			return err
 		}
 	}
@@ -94,29 +106,59 @@ func Allow(pid int, rules []specs.LinuxDeviceCgroup, dev devnode.Node) error {
 	return nil
 }
 
-// allowV1 appends an rwm rule for dev to the cgroup's devices.allow. The
-// kernel refuses it (EPERM) unless the parent cgroup allows the device.
-func allowV1(loc location, dev devnode.Node) error {
+// allowV1 appends an rwm rule for each of devs to the cgroup's
+// devices.allow, one write per rule as the kernel reads them. It refuses
+// one (EPERM) unless the parent cgroup allows the device.
+func allowV1(loc location, devs []devnode.Node) error {
 	dirFd, err := openCgroupDir(loc, unix.CGROUP_SUPER_MAGIC, unix.O_PATH)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(dirFd)
 
-	file := loc.dir() + "/devices.allow"
-	rule := dev.String() + " rwm"
 	fd, err := unix.Openat2(dirFd, "devices.allow", &unix.OpenHow{
 		Flags:   unix.O_WRONLY | unix.O_CLOEXEC,
 		Resolve: resolveInCgroupfs,
 	})
 	if err != nil {
-		return fmt.Errorf("open %q: %w%s", file, err, hint(err))
+		return fmt.Errorf("open %q: %w%s", loc.dir()+"/devices.allow", err, hint(err))
 	}
 	defer unix.Close(fd)
-	if _, err := unix.Write(fd, []byte(rule)); err != nil {
-		return fmt.Errorf("write %q to %q: %w%s", rule, file, err, hint(err))
+	for _, dev := range devs {
+		rule := dev.String() + " rwm"
+		if _, err := unix.Write(fd, []byte(rule)); err != nil {
+			return fmt.Errorf("write %q to %q: %w%s", rule, loc.dir()+"/devices.allow", err, hint(err))
+		}
 	}
 	return nil
+}
+
+// procFile reads a procfs file through its bare descriptor. os.Open would
+// add an fcntl and a failed epoll registration per file, and stat the
+// mount table first (mountinfo.GetMounts).
+type procFile int
+
+func openProcFile(name string) (procFile, error) {
+	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	return procFile(fd), nil
+}
+
+func (f procFile) Read(p []byte) (int, error) {
+	for {
+		n, err := unix.Read(int(f), p)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0 && len(p) > 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
 }
 
 // allowV2 replaces the cgroup's device programs, if it has any, by one built

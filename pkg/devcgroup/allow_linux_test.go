@@ -104,7 +104,7 @@ func errText(e unix.Errno) string {
 	return e.Error()
 }
 
-func requireRoot(t *testing.T) {
+func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates cgroups, device nodes and BPF programs")
@@ -113,7 +113,7 @@ func requireRoot(t *testing.T) {
 
 // hierarchyRoot returns where the whole v1 devices (v2: cgroup2) hierarchy
 // is mounted, skipping the test if it is not.
-func hierarchyRoot(t *testing.T, v2 bool) string {
+func hierarchyRoot(t testing.TB, v2 bool) string {
 	t.Helper()
 	mounts, err := mountinfo.GetMounts(nil)
 	if err != nil {
@@ -131,7 +131,7 @@ func hierarchyRoot(t *testing.T, v2 bool) string {
 }
 
 // testCgroup creates a fresh cgroup below root and removes it at the end.
-func testCgroup(t *testing.T, root string) string {
+func testCgroup(t testing.TB, root string) string {
 	t.Helper()
 	b := make([]byte, 4)
 	if _, err := rand.Read(b); err != nil {
@@ -151,7 +151,7 @@ func testCgroup(t *testing.T, root string) string {
 
 // holder starts a process that stands for a container's init, inside the
 // cgroup directory dir, and stops it at the end (before the cgroup goes).
-func holder(t *testing.T, dir string) int {
+func holder(t testing.TB, dir string) int {
 	t.Helper()
 	cmd := exec.Command("sleep", "1000")
 	if err := cmd.Start(); err != nil {
@@ -368,5 +368,44 @@ func TestAllowErrors(t *testing.T) {
 				t.Fatalf("error = %v, want %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestAllowSeveral allows two devices in one call, through either
+// hierarchy: each must open afterwards, a third must stay denied.
+func TestAllowSeveral(t *testing.T) {
+	requireRoot(t)
+	for _, v2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "v1", true: "v2"}[v2], func(t *testing.T) {
+			cg := testCgroup(t, hierarchyRoot(t, v2))
+			var spec []specs.LinuxDeviceCgroup
+			if v2 {
+				spec = specRulesOnlyNull()
+				attachLikeRunc(t, cg, spec)
+			} else {
+				for _, w := range [][2]string{{"devices.deny", "a"}, {"devices.allow", "c 1:3 rwm"}} {
+					if err := os.WriteFile(filepath.Join(cg, w[0]), []byte(w[1]), 0); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			nodes := mknods(t, map[string][2]uint32{"fuse": {10, 229}, "kmsg": {1, 11}, "loop-control": {10, 237}})
+			unrestricted(t, nodes)
+			pid := holder(t, cg)
+
+			if err := Allow(pid, spec, devnode.Node{Major: 10, Minor: 229}, devnode.Node{Major: 1, Minor: 11}); err != nil {
+				t.Fatal(err)
+			}
+			wantOpen(t, "after Allow", probe(t, []string{cg}, nodes["fuse"], nodes["kmsg"], nodes["loop-control"]), map[string]unix.Errno{
+				nodes["fuse"]: 0, nodes["kmsg"]: 0, nodes["loop-control"]: unix.EPERM,
+			})
+		})
+	}
+}
+
+func TestAllowNothing(t *testing.T) {
+	// No device: no cgroup is looked up, even for a pid that is gone.
+	if err := Allow(1<<30, nil); err != nil {
+		t.Fatal(err)
 	}
 }

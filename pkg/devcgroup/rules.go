@@ -13,10 +13,12 @@ import (
 
 // targetRules is the rule list the runtime applied for a container whose
 // bundle has the given linux.resources.devices, followed by an rwm allow rule
-// for dev. Converting the spec rules follows runc's specconv: no type means
-// all types, no major or minor means any, an empty access is invalid.
-func targetRules(spec []specs.LinuxDeviceCgroup, dev devnode.Node) ([]*devconfig.Rule, error) {
-	rules := make([]*devconfig.Rule, 0, len(spec)+len(runtimeDefaults())+1)
+// for each of devs. Converting the spec rules follows runc's specconv: no
+// type means all types, no major or minor means any, an empty access is
+// invalid.
+func targetRules(spec []specs.LinuxDeviceCgroup, devs ...devnode.Node) ([]*devconfig.Rule, error) {
+	defaults := runtimeDefaults()
+	rules := make([]*devconfig.Rule, 0, len(spec)+len(defaults)+len(devs))
 	var errs []error
 	for i, s := range spec {
 		r, err := specRule(s)
@@ -29,11 +31,13 @@ func targetRules(spec []specs.LinuxDeviceCgroup, dev devnode.Node) ([]*devconfig
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	rules = append(rules, runtimeDefaults()...)
-	rules = append(rules, &devconfig.Rule{
-		Type: devconfig.CharDevice, Major: int64(dev.Major), Minor: int64(dev.Minor),
-		Permissions: "rwm", Allow: true,
-	})
+	rules = append(rules, defaults...)
+	for _, dev := range devs {
+		rules = append(rules, &devconfig.Rule{
+			Type: devconfig.CharDevice, Major: int64(dev.Major), Minor: int64(dev.Minor),
+			Permissions: "rwm", Allow: true,
+		})
+	}
 	return rules, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"runtime"
@@ -31,21 +30,22 @@ const maxCacheSize = 64 << 20
 // in the container's mount namespace (see nsenter). On error everything it
 // did is undone before it returns.
 func Apply(rootfs string, steps []Step, log logrus.FieldLogger) (err error) {
-	root, err := os.OpenFile(rootfs, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	root, err := unix.Open(rootfs, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("open container rootfs: %w", err)
+		return fmt.Errorf("open container rootfs: %w", &os.PathError{Op: "open", Path: rootfs, Err: err})
 	}
-	defer root.Close()
+	defer unix.Close(root)
 
-	a := &applier{root: root, log: log, dirs: map[string]*os.File{}}
+	a := &applier{root: root, log: log, dirs: map[string]int{}}
 	defer func() {
 		if err != nil {
 			a.rollback()
 		}
+		// After the undo actions, which use them.
 		for _, d := range a.dirs {
-			d.Close()
+			unix.Close(d)
 		}
-		for _, fd := range a.fds {
+		for _, fd := range a.trees {
 			unix.Close(fd)
 		}
 	}()
@@ -65,15 +65,16 @@ func Apply(rootfs string, steps []Step, log logrus.FieldLogger) (err error) {
 
 // applier keeps what has been done so it can be undone.
 type applier struct {
-	root *os.File
+	root int // O_PATH descriptor of the rootfs
 	log  logrus.FieldLogger
 	undo []func() error
 	// dirs holds the parent directories already resolved, by container
 	// path: each is resolved in the rootfs once per Apply, and later steps
 	// use the same directory even if the image swaps a link meanwhile.
-	dirs map[string]*os.File
-	// fds are the descriptors the undo actions use.
-	fds []int
+	// They stay open until Apply returns, so undo actions use them too.
+	dirs map[string]int
+	// trees are the attached mounts, kept open for their undo actions.
+	trees []int
 }
 
 func (a *applier) rollback() {
@@ -85,11 +86,11 @@ func (a *applier) rollback() {
 }
 
 func (a *applier) exists(unsafePath string) bool {
-	f, err := openInRoot(a.root, unsafePath, unix.O_PATH)
+	fd, err := openInRoot(a.root, unsafePath, unix.O_PATH)
 	if err != nil {
 		return false
 	}
-	f.Close()
+	unix.Close(fd)
 	return true
 }
 
@@ -134,13 +135,13 @@ func (a *applier) apply(s Step) error {
 // confined to the rootfs.
 var wslDirs = []string{wsl.Dir, ContainerDriversDir}
 
-// parent returns a handle on the directory that holds target, creating the
-// directories on the way, all confined to the rootfs. The handle belongs to
-// the applier: callers must not close it.
-func (a *applier) parent(target string) (*os.File, string, error) {
+// parent returns a descriptor of the directory that holds target, creating
+// the directories on the way, all confined to the rootfs. It belongs to the
+// applier: callers must not close it.
+func (a *applier) parent(target string) (int, string, error) {
 	dir, base := path.Split(target)
 	if base == "" || base == "." || base == ".." {
-		return nil, "", fmt.Errorf("bad target %q", target)
+		return -1, "", fmt.Errorf("bad target %q", target)
 	}
 	if d, ok := a.dirs[dir]; ok {
 		return d, base, nil
@@ -154,44 +155,44 @@ func (a *applier) parent(target string) (*os.File, string, error) {
 	for _, w := range wslDirs { // shallow first
 		if strings.HasPrefix(dir, w+"/") {
 			if _, err := a.claimDir(w); err != nil {
-				return nil, "", err
+				return -1, "", err
 			}
 		}
 	}
 	d, err := mkdirAllInRoot(a.root, dir)
 	if err != nil {
-		return nil, "", err
+		return -1, "", err
 	}
 	a.dirs[dir] = d
 	return d, base, nil
 }
 
 // claimDir makes sure the WSL-owned directory p is a real directory and
-// returns a handle on it, kept with the others parent resolved. Its parent
-// is resolved once; p itself is never followed if it is a link.
-func (a *applier) claimDir(p string) (*os.File, error) {
+// returns a descriptor of it, kept with the others parent resolved. Its
+// parent is resolved once; p itself is never followed if it is a link.
+func (a *applier) claimDir(p string) (int, error) {
 	if d, ok := a.dirs[p+"/"]; ok {
 		return d, nil
 	}
 	dir, base, err := a.parent(p)
 	if err != nil {
-		return nil, err
+		return -1, err
 	}
-	if _, err := a.ensureDir(dir, base, p, "a directory"); err != nil {
-		return nil, err
+	if _, _, err := a.ensureDir(dir, base, p, "a directory"); err != nil {
+		return -1, err
 	}
 	d, err := openNoFollow(dir, base, unix.O_DIRECTORY)
 	if err != nil {
-		return nil, err
+		return -1, err
 	}
 	a.dirs[p+"/"] = d
 	return d, nil
 }
 
 // lstatAt reports what is at base inside dir without following a symlink.
-func lstatAt(dir *os.File, base string) (*unix.Stat_t, error) {
+func lstatAt(dir int, base string) (*unix.Stat_t, error) {
 	var st unix.Stat_t
-	if err := unix.Fstatat(int(dir.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := unix.Fstatat(dir, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return nil, err
 	}
 	return &st, nil
@@ -203,6 +204,19 @@ func (a *applier) device(s Step) (Op, error) {
 		return OpResolveParent, err
 	}
 	dev := unix.Mkdev(s.Major, s.Minor)
+	if !s.BindNode {
+		// Usually nothing is there yet (the runtime's /dev is fresh):
+		// make the node first and look only when something is in the way.
+		// mknod never follows a link; EEXIST comes before EPERM.
+		switch err := a.mknod(dir, base, dev); {
+		case err == nil:
+			return OpChmod, unix.Fchmodat(dir, base, 0o666, 0)
+		case errors.Is(err, unix.EPERM):
+			return a.bindDevice(dir, base, s)
+		case !errors.Is(err, unix.EEXIST):
+			return OpMknod, err
+		}
+	}
 	switch st, err := lstatAt(dir, base); {
 	case errors.Is(err, unix.ENOENT):
 	case err != nil:
@@ -215,21 +229,21 @@ func (a *applier) device(s Step) (Op, error) {
 			a.log.Infof("keep %s: already the GPU device", s.Target)
 			return "", nil
 		}
-		return OpChmod, unix.Fchmodat(int(dir.Fd()), base, 0o666, 0)
+		return OpChmod, unix.Fchmodat(dir, base, 0o666, 0)
 	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
 		return OpReplace, fmt.Errorf("the image has a directory at %s: remove it from the image", s.Target)
 	default:
 		// A regular file, a symlink or a node with other numbers: an image
 		// cannot choose what the container's /dev/dxg is.
 		a.log.Warnf("replace %s in the image (mode %o) with the GPU device node", s.Target, st.Mode)
-		if err := unix.Unlinkat(int(dir.Fd()), base, 0); err != nil {
+		if err := unix.Unlinkat(dir, base, 0); err != nil {
 			return OpRemoveExisting, err
 		}
 	}
 	if s.BindNode {
 		return a.bindDevice(dir, base, s)
 	}
-	if err := unix.Mknodat(int(dir.Fd()), base, unix.S_IFCHR|0o666, int(dev)); err != nil {
+	if err := a.mknod(dir, base, dev); err != nil {
 		if !errors.Is(err, unix.EPERM) {
 			return OpMknod, err
 		}
@@ -237,11 +251,20 @@ func (a *applier) device(s Step) (Op, error) {
 		// not know of): bind the host node.
 		return a.bindDevice(dir, base, s)
 	}
-	a.onUndo(dir, base, 0)
-	return OpChmod, unix.Fchmodat(int(dir.Fd()), base, 0o666, 0)
+	return OpChmod, unix.Fchmodat(dir, base, 0o666, 0)
 }
 
-func (a *applier) bindDevice(dir *os.File, base string, s Step) (Op, error) {
+// mknod makes the character device dev at base in dir and removes it again
+// if Apply fails later. The mode is subject to the umask.
+func (a *applier) mknod(dir int, base string, dev uint64) error {
+	if err := unix.Mknodat(dir, base, unix.S_IFCHR|0o666, int(dev)); err != nil {
+		return err
+	}
+	a.onUndo(dir, base)
+	return nil
+}
+
+func (a *applier) bindDevice(dir int, base string, s Step) (Op, error) {
 	fd, err := createFile(dir, base)
 	if errors.Is(err, unix.EOVERFLOW) {
 		// The container's user namespace mounted its /dev and does not map
@@ -253,24 +276,24 @@ func (a *applier) bindDevice(dir *os.File, base string, s Step) (Op, error) {
 		return OpCreateMountPoint, err
 	}
 	unix.Close(fd)
-	a.onUndo(dir, base, 0)
+	a.onUndo(dir, base)
 	target, err := openNoFollow(dir, base, 0)
 	if err != nil {
 		return OpOpenMountPoint, err
 	}
-	defer target.Close()
+	defer unix.Close(target)
 	return a.mountOnto(s.Source, target, 0)
 }
 
-func createFile(dir *os.File, base string) (int, error) {
-	return unix.Openat(int(dir.Fd()), base, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o666)
+func createFile(dir int, base string) (int, error) {
+	return unix.Openat(dir, base, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o666)
 }
 
 // createAsOwner creates base with this thread's file-system ids set to the
 // owner of dir. They are per thread, so the thread stays locked meanwhile.
-func createAsOwner(dir *os.File, base string) (int, error) {
+func createAsOwner(dir int, base string) (int, error) {
 	var st unix.Stat_t
-	if err := unix.Fstat(int(dir.Fd()), &st); err != nil {
+	if err := unix.Fstat(dir, &st); err != nil {
 		return -1, err
 	}
 	runtime.LockOSThread()
@@ -286,26 +309,35 @@ func createAsOwner(dir *os.File, base string) (int, error) {
 // when it is one (an image folder at a WSL path is hidden by what is
 // mounted there, as on a WSL host), and anything else the image has there
 // (a link, a file) replaced, never followed. The caller's
-// O_DIRECTORY|O_NOFOLLOW open checks what it finally is.
-func (a *applier) ensureDir(dir *os.File, base, target, as string) (Op, error) {
+// O_DIRECTORY|O_NOFOLLOW open checks what it finally is. made says this
+// call made the directory, so nothing can be mounted on it yet.
+func (a *applier) ensureDir(dir int, base, target, as string) (made bool, op Op, err error) {
+	// Usually absent in a fresh container: make it first and look only
+	// when something is there (mkdir never follows a link).
+	err = unix.Mkdirat(dir, base, 0o755)
+	if !errors.Is(err, unix.EEXIST) {
+		return err == nil, OpMkdir, err
+	}
 	switch st, err := lstatAt(dir, base); {
 	case errors.Is(err, unix.ENOENT):
-		// EEXIST: another hook sharing this rootfs made it meanwhile.
-		if err := unix.Mkdirat(int(dir.Fd()), base, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
-			return OpMkdir, err
+		// Removed meanwhile (another hook sharing this rootfs); EEXIST:
+		// made again meanwhile.
+		if err := unix.Mkdirat(dir, base, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+			return false, OpMkdir, err
 		}
 	case err != nil:
-		return OpStat, err
+		return false, OpStat, err
 	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
 		a.log.Warnf("replace %s in the image (mode %o) with %s", target, st.Mode, as)
-		if err := unix.Unlinkat(int(dir.Fd()), base, 0); err != nil {
-			return OpRemoveExisting, err
+		if err := unix.Unlinkat(dir, base, 0); err != nil {
+			return false, OpRemoveExisting, err
 		}
-		if err := unix.Mkdirat(int(dir.Fd()), base, 0o755); err != nil {
-			return OpMkdir, err
+		if err := unix.Mkdirat(dir, base, 0o755); err != nil {
+			return false, OpMkdir, err
 		}
+		return true, "", nil
 	}
-	return "", nil
+	return false, "", nil
 }
 
 func (a *applier) bind(s Step) (Op, error) {
@@ -313,15 +345,18 @@ func (a *applier) bind(s Step) (Op, error) {
 	if err != nil {
 		return OpResolveParent, err
 	}
-	if op, err := a.ensureDir(dir, base, s.Target, "a mount point"); err != nil {
+	made, op, err := a.ensureDir(dir, base, s.Target, "a mount point")
+	if err != nil {
 		return op, err
 	}
 	target, err := openNoFollow(dir, base, unix.O_DIRECTORY)
 	if err != nil {
 		return OpOpenMountPoint, err
 	}
-	defer target.Close()
-	if done, err := alreadyBound(s.Source, target); err != nil {
+	defer unix.Close(target)
+	if made {
+		// Nothing is mounted on a directory just made.
+	} else if done, err := alreadyBound(s.Source, target, nil); err != nil {
 		return OpStat, err
 	} else if done {
 		// A second run of the hook (two stages, the wrapper's hook next to
@@ -335,25 +370,29 @@ func (a *applier) bind(s Step) (Op, error) {
 // boundFlags are the mount flags every bind of the hook carries.
 const boundFlags = unix.ST_RDONLY | unix.ST_NOSUID | unix.ST_NODEV
 
-// alreadyBound reports whether target (an O_PATH handle, which resolves to
-// whatever is mounted on the mount point) is the source directory itself,
+// alreadyBound reports whether target (an O_PATH descriptor, which
+// resolves to whatever is mounted on the mount point) is the source itself,
 // mounted read-only, nosuid and nodev: what a bind of this step left. The
-// same inode on the same device is the same directory; an image cannot
-// fake it, and a writable mount of it does not count.
-func alreadyBound(source string, target *os.File) (bool, error) {
-	var src, dst unix.Stat_t
+// same inode on the same device is the same file; an image cannot fake it,
+// and a writable mount of it does not count. dst, when not nil, is
+// target's fstat already made.
+func alreadyBound(source string, target int, dst *unix.Stat_t) (bool, error) {
+	var src unix.Stat_t
 	if err := unix.Stat(source, &src); err != nil {
 		// open_tree reports it with the advice that fits.
 		return false, nil
 	}
-	if err := unix.Fstat(int(target.Fd()), &dst); err != nil {
-		return false, err
+	if dst == nil {
+		dst = new(unix.Stat_t)
+		if err := unix.Fstat(target, dst); err != nil {
+			return false, err
+		}
 	}
 	if src.Dev != dst.Dev || src.Ino != dst.Ino {
 		return false, nil
 	}
 	var fs unix.Statfs_t
-	if err := unix.Fstatfs(int(target.Fd()), &fs); err != nil {
+	if err := unix.Fstatfs(target, &fs); err != nil {
 		return false, err
 	}
 	return fs.Flags&boundFlags == boundFlags, nil
@@ -367,6 +406,7 @@ func (a *applier) bindFile(s Step) (Op, error) {
 	if err != nil {
 		return OpResolveParent, err
 	}
+	made := false
 	create := func() (Op, error) {
 		fd, err := createFile(dir, base)
 		if errors.Is(err, unix.EOVERFLOW) {
@@ -382,7 +422,8 @@ func (a *applier) bindFile(s Step) (Op, error) {
 			return OpCreateMountPoint, err
 		}
 		unix.Close(fd)
-		a.onUndo(dir, base, 0)
+		a.onUndo(dir, base)
+		made = true
 		return "", nil
 	}
 	switch st, err := lstatAt(dir, base); {
@@ -397,7 +438,7 @@ func (a *applier) bindFile(s Step) (Op, error) {
 		return OpReplace, fmt.Errorf("the image has a directory at %s: remove it from the image", s.Target)
 	default:
 		a.log.Warnf("replace %s in the image (mode %o) with a mount point", s.Target, st.Mode)
-		if err := unix.Unlinkat(int(dir.Fd()), base, 0); err != nil {
+		if err := unix.Unlinkat(dir, base, 0); err != nil {
 			return OpRemoveExisting, err
 		}
 		if op, err := create(); err != nil {
@@ -408,16 +449,18 @@ func (a *applier) bindFile(s Step) (Op, error) {
 	if err != nil {
 		return OpOpenMountPoint, err
 	}
-	defer target.Close()
-	if done, err := alreadyBound(s.Source, target); err != nil {
+	defer unix.Close(target)
+	var st unix.Stat_t
+	if err := unix.Fstat(target, &st); err != nil {
+		return OpStat, err
+	}
+	if made {
+		// Nothing is mounted on a file just made.
+	} else if done, err := alreadyBound(s.Source, target, &st); err != nil {
 		return OpStat, err
 	} else if done {
 		a.log.Infof("keep %s: %s is already mounted there read-only", s.Target, s.Source)
 		return "", nil
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(int(target.Fd()), &st); err != nil {
-		return OpStat, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return OpOpenMountPoint, fmt.Errorf("%s changed into mode %o while the hook worked: %w", s.Target, st.Mode, unix.ELOOP)
@@ -425,41 +468,37 @@ func (a *applier) bindFile(s Step) (Op, error) {
 	return a.mountOnto(s.Source, target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 }
 
-func openNoFollow(dir *os.File, base string, flags int) (*os.File, error) {
-	fd, err := unix.Openat(int(dir.Fd()), base, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC|flags, 0)
-	if err != nil {
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), base), nil
+func openNoFollow(dir int, base string, flags int) (int, error) {
+	return unix.Openat(dir, base, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC|flags, 0)
 }
 
 // mountOnto clones the host path source into a detached mount, sets its
-// attributes while nobody can see it, and attaches it onto the O_PATH handle
-// target: the mount never exists writable and never lands anywhere but the
-// directory the handle names, even if the image swaps symlinks meanwhile.
-func (a *applier) mountOnto(source string, target *os.File, attrs uint64) (Op, error) {
+// attributes while nobody can see it, and attaches it onto the O_PATH
+// descriptor target: the mount never exists writable and never lands
+// anywhere but the directory target names, even if the image swaps
+// symlinks meanwhile.
+func (a *applier) mountOnto(source string, target int, attrs uint64) (Op, error) {
 	tree, err := unix.OpenTree(unix.AT_FDCWD, source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
 		return OpOpenTree, err
 	}
-	defer unix.Close(tree)
 	if attrs != 0 {
 		attr := &unix.MountAttr{Attr_set: attrs}
 		if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, attr); err != nil {
+			unix.Close(tree)
 			return OpSetattr, err
 		}
 	}
-	if err := unix.MoveMount(tree, "", int(target.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+	if err := unix.MoveMount(tree, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		unix.Close(tree)
 		return OpMoveMount, err
 	}
-	// The attached mount is the tree handle itself: detaching it through
-	// that handle undoes exactly this mount and nothing the image placed.
-	undoFD, err := a.dup(tree)
-	if err != nil {
-		return OpDup, err
-	}
+	// The attached mount is the tree descriptor itself: detaching it
+	// through that descriptor undoes exactly this mount and nothing the
+	// image placed. It stays open until Apply returns.
+	a.trees = append(a.trees, tree)
 	a.undo = append(a.undo, func() error {
-		p := "/proc/thread-self/fd/" + strconv.Itoa(undoFD)
+		p := "/proc/thread-self/fd/" + strconv.Itoa(tree)
 		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil {
 			return fmt.Errorf("unmount %s: %w", source, err)
 		}
@@ -468,25 +507,11 @@ func (a *applier) mountOnto(source string, target *os.File, attrs uint64) (Op, e
 	return "", nil
 }
 
-// dup keeps a copy of fd for an undo action. The copies are closed when
-// Apply returns, whether the undo actions ran or not.
-func (a *applier) dup(fd int) (int, error) {
-	d, err := unix.Dup(fd)
-	if err != nil {
-		return -1, err
-	}
-	a.fds = append(a.fds, d)
-	return d, nil
-}
-
-// onUndo removes base from dir when the apply fails later.
-func (a *applier) onUndo(dir *os.File, base string, flags int) {
-	fd, err := a.dup(int(dir.Fd()))
-	if err != nil {
-		return
-	}
+// onUndo removes base from dir when the apply fails later. dir is one of
+// a.dirs, open until the undo actions ran.
+func (a *applier) onUndo(dir int, base string) {
 	a.undo = append(a.undo, func() error {
-		return unix.Unlinkat(fd, base, flags)
+		return unix.Unlinkat(dir, base, 0)
 	})
 }
 
@@ -495,11 +520,10 @@ func (a *applier) onUndo(dir *os.File, base string, flags int) {
 // directory, so the image never sees a half-written loader cache. A symlink
 // at target is replaced, never followed.
 func (a *applier) writeFile(target string, content func(old []byte) ([]byte, error)) (Op, error) {
-	dir, base, err := a.parent(target)
+	dfd, base, err := a.parent(target)
 	if err != nil {
 		return OpResolveParent, err
 	}
-	dfd := int(dir.Fd())
 
 	old, existed, err := readRegular(dfd, base)
 	if err != nil {
@@ -520,15 +544,13 @@ func (a *applier) writeFile(target string, content func(old []byte) ([]byte, err
 	if err != nil {
 		return OpCreate, err
 	}
-	f := os.NewFile(uintptr(fd), tmp)
-	_, werr := f.Write(data)
-	cerr := f.Close()
-	if werr == nil {
-		werr = cerr
-	}
+	werr := writeAll(fd, data)
 	if werr == nil {
 		// umask may have cleared bits; readers in the container need 0644.
-		werr = unix.Fchmodat(dfd, tmp, 0o644, 0)
+		werr = unix.Fchmod(fd, 0o644)
+	}
+	if cerr := unix.Close(fd); werr == nil {
+		werr = cerr
 	}
 	if werr == nil {
 		werr = unix.Renameat(dfd, tmp, dfd, base)
@@ -537,27 +559,40 @@ func (a *applier) writeFile(target string, content func(old []byte) ([]byte, err
 		unix.Unlinkat(dfd, tmp, 0)
 		return OpWrite, werr
 	}
-	undoDir, err := a.dup(dfd)
-	if err != nil {
-		return OpDup, err
-	}
+	// dfd is one of a.dirs, open until the undo actions ran.
 	a.undo = append(a.undo, func() error {
 		if !existed {
-			return unix.Unlinkat(undoDir, base, 0)
+			return unix.Unlinkat(dfd, base, 0)
 		}
-		fd, err := unix.Openat(undoDir, base, unix.O_WRONLY|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat(dfd, base, unix.O_WRONLY|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return err
 		}
-		f := os.NewFile(uintptr(fd), base)
-		defer f.Close()
-		_, err = f.Write(old)
-		return err
+		defer unix.Close(fd)
+		return writeAll(fd, old)
 	})
 	return "", nil
 }
 
+// writeAll writes data to fd whole.
+func writeAll(fd int, data []byte) error {
+	for len(data) > 0 {
+		n, err := unix.Write(fd, data)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
 // readRegular returns the content of base in dfd when it is a regular file.
+// It reads into one buffer of the size fstat reports (plus a byte to see
+// the end): growing one from a small size, as io.ReadAll does, costs three
+// times the memory for a loader cache, all of it fresh pages in a hook.
 func readRegular(dfd int, base string) ([]byte, bool, error) {
 	fd, err := unix.Openat(dfd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	switch {
@@ -566,8 +601,7 @@ func readRegular(dfd int, base string) ([]byte, bool, error) {
 	case err != nil:
 		return nil, false, err
 	}
-	f := os.NewFile(uintptr(fd), base)
-	defer f.Close()
+	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, false, err
@@ -575,14 +609,30 @@ func readRegular(dfd int, base string) ([]byte, bool, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, false, fmt.Errorf("%s is not a regular file in the image: remove it from the image", base)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxCacheSize+1))
-	if err != nil {
-		return nil, false, err
+	tooLarge := func() error { return fmt.Errorf("%s is larger than %d bytes", base, maxCacheSize) }
+	if st.Size > maxCacheSize {
+		return nil, false, tooLarge()
 	}
-	if len(data) > maxCacheSize {
-		return nil, false, fmt.Errorf("%s is larger than %d bytes", base, maxCacheSize)
+	// The file may still change size: read to the end whatever fstat said.
+	data := make([]byte, 0, st.Size+1)
+	for {
+		if len(data) == cap(data) {
+			data = slices.Grow(data, 4096)
+		}
+		n, err := unix.Read(fd, data[len(data):cap(data)])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if n == 0 {
+			return data, true, nil
+		}
+		if data = data[:len(data)+n]; len(data) > maxCacheSize {
+			return nil, false, tooLarge()
+		}
 	}
-	return data, true, nil
 }
 
 func (a *applier) symlink(s Step) (Op, error) {
@@ -590,15 +640,15 @@ func (a *applier) symlink(s Step) (Op, error) {
 	if err != nil {
 		return OpResolveParent, err
 	}
-	if _, err := lstatAt(dir, base); err == nil {
+	// symlinkat fails with EEXIST for anything at base, a dangling link
+	// included, and never follows one: no lstat needed first.
+	switch err := unix.Symlinkat(s.Source, dir, base); {
+	case errors.Is(err, unix.EEXIST):
 		a.log.Infof("keep %s: the image has its own", s.Target)
 		return "", nil
-	} else if !errors.Is(err, unix.ENOENT) {
-		return OpStat, err
-	}
-	if err := unix.Symlinkat(s.Source, int(dir.Fd()), base); err != nil {
+	case err != nil:
 		return OpSymlink, err
 	}
-	a.onUndo(dir, base, 0)
+	a.onUndo(dir, base)
 	return "", nil
 }

@@ -30,7 +30,6 @@ const (
 	OpOpenTree     Op = "open_tree"
 	OpSetattr      Op = "mount_setattr"
 	OpMoveMount    Op = "move_mount"
-	OpDup          Op = "dup"
 	OpReadExisting Op = "read existing"
 	OpBuildContent Op = "build content"
 	OpCreate       Op = "create"

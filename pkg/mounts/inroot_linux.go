@@ -24,31 +24,35 @@ import (
 // EAGAIN because a rename raced with a ".." it resolved.
 const openat2Attempts = 32
 
-// openInRoot opens unsafePath inside root with flags (O_CLOEXEC is added).
-func openInRoot(root *os.File, unsafePath string, flags uint64) (*os.File, error) {
+// Handles are plain descriptors, not *os.File: an os.File costs an fcntl,
+// an allocation and a cleanup each, for nothing the hook uses.
+
+// openInRoot opens unsafePath inside the directory open at root with flags
+// (O_CLOEXEC is added) and returns the new descriptor.
+func openInRoot(root int, unsafePath string, flags uint64) (int, error) {
 	how := &unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
 	for range openat2Attempts {
-		fd, err := unix.Openat2(int(root.Fd()), unsafePath, how)
+		fd, err := unix.Openat2(root, unsafePath, how)
 		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {
-			return nil, &os.PathError{Op: "openat2", Path: unsafePath, Err: err}
+			return -1, &os.PathError{Op: "openat2", Path: unsafePath, Err: err}
 		}
-		return os.NewFile(uintptr(fd), unsafePath), nil
+		return fd, nil
 	}
-	return nil, &os.PathError{Op: "openat2", Path: unsafePath, Err: unix.EAGAIN}
+	return -1, &os.PathError{Op: "openat2", Path: unsafePath, Err: unix.EAGAIN}
 }
 
-// mkdirAllInRoot returns an O_PATH handle on the directory unsafePath inside
-// root, creating the missing directories (mode 0755, less the umask). The
+// mkdirAllInRoot returns an O_PATH descriptor of the directory unsafePath
+// inside root, creating the missing directories (mode 0755, less the umask). The
 // existing part is resolved confined to root, links followed as the image
 // has them; each created component is opened without following anything,
 // so a link swapped in meanwhile fails the call instead of being followed.
-func mkdirAllInRoot(root *os.File, unsafePath string) (*os.File, error) {
+func mkdirAllInRoot(root int, unsafePath string) (int, error) {
 	p := path.Clean("/" + unsafePath)
 	existing, missing := p, []string(nil)
-	var dir *os.File
+	var dir int
 	for {
 		d, err := openInRoot(root, existing, unix.O_PATH|unix.O_DIRECTORY)
 		if err == nil {
@@ -56,26 +60,26 @@ func mkdirAllInRoot(root *os.File, unsafePath string) (*os.File, error) {
 			break
 		}
 		if !errors.Is(err, unix.ENOENT) || existing == "/" {
-			return nil, err
+			return -1, err
 		}
 		i := strings.LastIndexByte(existing, '/')
 		missing = append([]string{existing[i+1:]}, missing...)
 		existing = existing[:max(i, 1)]
 	}
 	for _, c := range missing {
-		if err := unix.Mkdirat(int(dir.Fd()), c, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
-			dir.Close()
-			return nil, &os.PathError{Op: "mkdirat", Path: c, Err: err}
+		if err := unix.Mkdirat(dir, c, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+			unix.Close(dir)
+			return -1, &os.PathError{Op: "mkdirat", Path: c, Err: err}
 		}
-		fd, err := unix.Openat2(int(dir.Fd()), c, &unix.OpenHow{
+		fd, err := unix.Openat2(dir, c, &unix.OpenHow{
 			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV,
 		})
-		dir.Close()
+		unix.Close(dir)
 		if err != nil {
-			return nil, &os.PathError{Op: "openat2", Path: c, Err: err}
+			return -1, &os.PathError{Op: "openat2", Path: c, Err: err}
 		}
-		dir = os.NewFile(uintptr(fd), c)
+		dir = fd
 	}
 	return dir, nil
 }

@@ -46,23 +46,23 @@ func TestInRoot(t *testing.T) {
 			for _, l := range tt.tree {
 				wsltree.Tree(t, root, strings.ReplaceAll(l, "OUT", outside))
 			}
-			rootF, err := os.OpenFile(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			rootFd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer rootF.Close()
-			var h *os.File
+			defer unix.Close(rootFd)
+			var h int
 			if tt.mkdir {
-				h, err = mkdirAllInRoot(rootF, tt.path)
+				h, err = mkdirAllInRoot(rootFd, tt.path)
 			} else {
-				h, err = openInRoot(rootF, tt.path, unix.O_PATH)
+				h, err = openInRoot(rootFd, tt.path, unix.O_PATH)
 			}
 			if ents, _ := os.ReadDir(outside); len(ents) != 0 {
 				t.Errorf("created %s outside the root", ents[0].Name())
 			}
 			if tt.want == "" {
 				if err == nil {
-					h.Close()
+					unix.Close(h)
 					t.Fatalf("got a handle, want an error")
 				}
 				return
@@ -70,9 +70,9 @@ func TestInRoot(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer h.Close()
+			defer unix.Close(h)
 			var got, want unix.Stat_t
-			if err := unix.Fstat(int(h.Fd()), &got); err != nil {
+			if err := unix.Fstat(h, &got); err != nil {
 				t.Fatal(err)
 			}
 			if err := unix.Stat(filepath.Join(root, tt.want), &want); err != nil {
