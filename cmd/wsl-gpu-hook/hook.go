@@ -78,6 +78,11 @@ func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, log *logrus.E
 		}
 		return nil
 	}
+	if c.EntersMountNS() {
+		// The thread a namespace entry needs starts while the host is
+		// enumerated.
+		nsenter.Prepare()
+	}
 	c.Rootless = userns.RunningInUserNS()
 	if c.Rootless {
 		log.Infof("the hook runs in a user namespace (rootless engine): device cgroups are left alone, /dev/dxg is bound from the host")
@@ -191,7 +196,8 @@ func readInput(cfg config.Config, stdin io.Reader, fromCDI bool) (*input, error)
 }
 
 func hostOptions(cfg config.Config) gpuhost.Options {
-	return gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir, Ldcache: cfg.Ldcache == config.LdcacheBuiltin}
+	// A hook is one short-lived process with one /dev/dxg fd.
+	return gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir, Ldcache: cfg.Ldcache == config.LdcacheBuiltin, ShortLived: true}
 }
 
 // allowSelf grants the device to the cgroup this hook runs in: a

@@ -54,19 +54,10 @@ func logStack(log *logrus.Entry, spec *oci.Spec, e vendorstack.Edits) {
 	}
 }
 
-// allowNodes allows each node in the device cgroup of pid. On cgroup v2 each
-// call rebuilds the program from rules, so each node's rule is carried into
-// the next call.
+// allowNodes allows the nodes in the device cgroup of pid: the cgroup is
+// found once, and on cgroup v2 one program carries rules and every node.
 func allowNodes(pid int, rules []specs.LinuxDeviceCgroup, nodes []devnode.Node) error {
-	rules = append([]specs.LinuxDeviceCgroup{}, rules...)
-	for _, n := range nodes {
-		if err := devcgroup.Allow(pid, rules, n); err != nil {
-			return err
-		}
-		major, minor := int64(n.Major), int64(n.Minor)
-		rules = append(rules, specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: &major, Minor: &minor, Access: "rwm"})
-	}
-	return nil
+	return devcgroup.Allow(pid, rules, nodes...)
 }
 
 // allowSelfNodes allows the stack's nodes in the hook's own cgroup, which

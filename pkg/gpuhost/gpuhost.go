@@ -29,6 +29,11 @@ type Options struct {
 	// (vendorstack: which adapters render, which Intel ones are GPUs,
 	// Mesa's adapter name). Three more round trips per adapter.
 	Details bool
+	// ShortLived: the process holds no other /dev/dxg fd, and closing the
+	// enumeration's own fd frees the adapter handles, so no CLOSEADAPTER
+	// is sent (dxcore.Options.CloseHandlesWithFD). The hook and the
+	// commands are; the device plugin is not.
+	ShortLived bool
 }
 
 // Probe enumerates the adapters behind node and reads the driver store.
@@ -37,7 +42,7 @@ type Options struct {
 // runs on every container start; info asks for the details.
 func Probe(node devnode.Node, o Options) (gpuplan.Host, []error, error) {
 	h := gpuplan.Host{Node: node}
-	enum, err := dxcore.EnumerateWith(node.Path, dxcore.Options{Details: o.Details})
+	enum, err := dxcore.EnumerateWith(node.Path, dxcore.Options{Details: o.Details, CloseHandlesWithFD: o.ShortLived})
 	if err != nil {
 		return h, nil, err
 	}

@@ -196,13 +196,20 @@ func (p Plan) String() string {
 	return strings.Join(steps, "; ")
 }
 
+// EntersMountNS says whether the plan's steps are applied in the
+// container's mount namespace, entered through its pid: a hook that runs
+// before the container's namespace is its own (prestart, createRuntime).
+func (c Container) EntersMountNS() bool {
+	return c.Stage != CreateContainer && !c.Injected
+}
+
 // Decide computes the plan for container c on host h.
 func Decide(c Container, h Host) (Plan, error) {
 	if why := c.Skip(); why != "" {
 		return Plan{Skip: why}, nil
 	}
 	p := Plan{Cgroup: c.Cgroup(), Node: h.Node, Pid: c.Pid}
-	if c.Stage != CreateContainer && !c.Injected {
+	if c.EntersMountNS() {
 		if c.Pid <= 0 {
 			return Plan{}, fmt.Errorf("container state has no pid: run the hook as a prestart or createRuntime hook")
 		}
