@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
@@ -83,7 +85,7 @@ func TestReadSonameMatchesDebugElf(t *testing.T) {
 		if !known {
 			return nil
 		}
-		got, gotOK, err := readSoname(p, head)
+		got, gotOK, err := readSoname(unix.AT_FDCWD, p, p, head)
 		if err != nil {
 			t.Errorf("readSoname(%s): %v", p, err)
 			return nil
