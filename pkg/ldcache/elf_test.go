@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
@@ -76,6 +74,7 @@ func TestReadSonameMatchesDebugElf(t *testing.T) {
 		}
 	}
 	head := make([]byte, headRead)
+	var scratch []byte
 	compared, withSoname, libs := 0, 0, 0
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
@@ -85,7 +84,7 @@ func TestReadSonameMatchesDebugElf(t *testing.T) {
 		if !known {
 			return nil
 		}
-		got, gotOK, err := readSoname(unix.AT_FDCWD, p, p, head)
+		got, gotOK, err := readSoname(p, head, &scratch)
 		if err != nil {
 			t.Errorf("readSoname(%s): %v", p, err)
 			return nil
@@ -129,7 +128,8 @@ func readsOf(t *testing.T, data []byte) (string, bool) {
 		}
 		return copy(buf, data[off:]), nil
 	}
-	soname, ok, err := elfSoname(data[:min(len(data), headRead)], readAt)
+	var scratch []byte
+	soname, ok, err := elfSoname(data[:min(len(data), headRead)], &scratch, readAt)
 	if err != nil {
 		t.Fatalf("elfSoname: %v (readAt never fails here)", err)
 	}

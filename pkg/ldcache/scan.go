@@ -35,21 +35,10 @@ func ScanDir(hostDir, containerDir string) ([]Entry, error) {
 	if !path.IsAbs(containerDir) {
 		return nil, fmt.Errorf("container directory %q is not an absolute path", containerDir)
 	}
-	// Files are opened and stat'ed relative to the directory's fd: one
-	// path lookup instead of one per file (each a 9p round trip on WSL).
-	d, err := os.Open(hostDir)
+	des, err := os.ReadDir(hostDir)
 	if err != nil {
 		return nil, fmt.Errorf("list libraries: %w", err)
 	}
-	defer d.Close()
-	des, err := d.ReadDir(-1)
-	if err != nil {
-		return nil, fmt.Errorf("list libraries: %w", err)
-	}
-	// In name order, as os.ReadDir returns them: which of two equal
-	// candidates wins depends on it.
-	slices.SortFunc(des, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	dirfd := int(d.Fd())
 	type candidate struct {
 		name   string
 		isLink bool
@@ -60,6 +49,7 @@ func ScanDir(hostDir, containerDir string) ([]Entry, error) {
 	}
 	groups := map[string]*group{}
 	head := make([]byte, headRead)
+	var scratch []byte
 	var order []string
 	for _, de := range des {
 		name := de.Name()
@@ -72,19 +62,18 @@ func ScanDir(hostDir, containerDir string) ([]Entry, error) {
 		}
 		p := filepath.Join(hostDir, name)
 		if isLink {
-			var st unix.Stat_t
-			err := unix.Fstatat(dirfd, name, &st, 0)
+			fi, err := os.Stat(p)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
 			if err != nil {
-				return nil, fmt.Errorf("follow %s: %w", p, &fs.PathError{Op: "stat", Path: p, Err: err})
+				return nil, fmt.Errorf("follow %s: %w", p, err)
 			}
-			if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			if !fi.Mode().IsRegular() {
 				continue
 			}
 		}
-		soname, ok, err := readSoname(dirfd, name, p, head)
+		soname, ok, err := readSoname(p, head, &scratch)
 		if err != nil {
 			return nil, err
 		}
@@ -161,12 +150,12 @@ const (
 	elfDTSoname   = 14 // d_tag DT_SONAME
 )
 
-// readSoname reads the DT_SONAME of the file name in the directory dirfd,
-// whose path is p, as ldconfig's process_elf_file does (see elfSoname).
-// head is a reusable buffer of headRead bytes. It makes 3 to 5 system
+// readSoname reads the DT_SONAME of the file at p as ldconfig's
+// process_elf_file does (see elfSoname). head is a reusable buffer of
+// headRead bytes, scratch one for reads beyond it. It makes 3 to 5 system
 // calls: on WSL the directory is a 9p mount where each costs a round trip.
-func readSoname(dirfd int, name, p string, head []byte) (soname string, ok bool, err error) {
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
+func readSoname(p string, head []byte, scratch *[]byte) (soname string, ok bool, err error) {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return "", false, fmt.Errorf("open %s: %w", p, err)
 	}
@@ -175,7 +164,7 @@ func readSoname(dirfd int, name, p string, head []byte) (soname string, ok bool,
 	if err != nil {
 		return "", false, fmt.Errorf("read %s: %w", p, err)
 	}
-	soname, ok, err = elfSoname(head[:n], func(buf []byte, off int64) (int, error) { return pread(fd, buf, off) })
+	soname, ok, err = elfSoname(head[:n], scratch, func(buf []byte, off int64) (int, error) { return pread(fd, buf, off) })
 	if err != nil {
 		return "", false, fmt.Errorf("read %s: %w", p, err)
 	}
@@ -185,16 +174,21 @@ func readSoname(dirfd int, name, p string, head []byte) (soname string, ok bool,
 // elfSoname finds the DT_SONAME of an ELF file from its program headers
 // and dynamic segment, as ldconfig's process_elf_file does, so libraries
 // stripped of section headers work too. head is the file's start, readAt
-// reads elsewhere (short only at the end of the file). ok is false for
-// what ldconfig skips: not ELF, not a 64-bit little-endian x86_64 ET_DYN,
-// no dynamic segment or no string table. soname is "" when there is none.
+// reads elsewhere (short only at the end of the file) into *scratch, which
+// grows as needed and is kept for the next file: in a large library the
+// dynamic segment and the SONAME lie beyond head, and a fresh buffer per
+// file would cost fresh pages, each a page fault, in a hook that runs once.
+// ok is false for what ldconfig skips: not ELF, not a 64-bit little-endian
+// x86_64 ET_DYN, no dynamic segment or no string table. soname is "" when
+// there is none.
 //
 // The file is hostile: every offset and count comes from it, so each read
 // is bounded (maxPhdrBytes, maxDynBytes, maxSonameRead) and checked
 // against what was actually read; a file that lies reads as not a library.
-func elfSoname(head []byte, readAt func(buf []byte, off int64) (int, error)) (soname string, ok bool, err error) {
+func elfSoname(head []byte, scratch *[]byte, readAt func(buf []byte, off int64) (int, error)) (soname string, ok bool, err error) {
 	// at returns n bytes at off (fewer at the end of the file), from head
-	// when it holds them.
+	// when it holds them, else in *scratch: what it returned before is
+	// overwritten, so each result is used up before the next call.
 	at := func(off, n uint64) ([]byte, error) {
 		if off <= uint64(len(head)) && n <= uint64(len(head))-off {
 			return head[off : off+n], nil
@@ -202,7 +196,10 @@ func elfSoname(head []byte, readAt func(buf []byte, off int64) (int, error)) (so
 		if off > 1<<62 {
 			return nil, nil
 		}
-		buf := make([]byte, n)
+		if uint64(cap(*scratch)) < n {
+			*scratch = make([]byte, n)
+		}
+		buf := (*scratch)[:n]
 		m, err := readAt(buf, int64(off))
 		if err != nil {
 			return nil, err
