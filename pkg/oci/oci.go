@@ -110,7 +110,15 @@ func LoadSpec(bundle string) (*Spec, error) {
 		return nil, fmt.Errorf("open bundle config: %w", err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxSpecSize+1))
+	// One buffer of the file's size, not io.ReadAll's, which starts at 512
+	// bytes and doubles: for a 10 KB config.json that was 10 read calls
+	// and as many fresh buffers in a process that reads it once. The size
+	// is only a hint: the limit holds on what is read.
+	hint := int64(0)
+	if fi, err := f.Stat(); err == nil {
+		hint = min(max(fi.Size(), 0), MaxSpecSize)
+	}
+	data, err := readAll(io.LimitReader(f, MaxSpecSize+1), hint+512)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
@@ -126,6 +134,25 @@ func LoadSpec(bundle string) (*Spec, error) {
 		return nil, fmt.Errorf("decode %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// readAll is io.ReadAll with a first buffer of n bytes (at least 512, as
+// io.ReadAll's, so Read never gets an empty buffer).
+func readAll(r io.Reader, n int64) ([]byte, error) {
+	b := make([]byte, 0, max(n, 512))
+	for {
+		m, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow as append does
+		}
+	}
 }
 
 // RootPath returns the container's root filesystem as a host path:
