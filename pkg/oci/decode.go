@@ -12,26 +12,32 @@ import (
 )
 
 // The fast decoder below reads the state and config.json without
-// encoding/json's reflection: in a fresh process (a hook runs once per
-// container start) json.Unmarshal's first call builds its per-type
-// decoders and touches much code, ~0.5 to 1 ms for the state and as much
-// again for config.json on a test VM, while the document itself takes
-// microseconds.
+// encoding/json: in a fresh process (a hook runs once per container start)
+// json.Unmarshal's first call builds its per-type decoders and touches much
+// code, and even json.Valid's first call costs ~0.1 ms on a test VM, while
+// the document itself takes microseconds.
 //
 // It is equivalent to json.Unmarshal into the same types, but only decides
-// what it is sure encoding/json decides the same way. The caller first
-// checks the document with json.Valid (the scanner only, no reflection);
-// anything else the fast decoder is unsure of (a key with an escape or a
-// non-ASCII letter, a key given twice, a value of the wrong JSON type, a
-// number that does not fit) makes it return ok=false, and the caller then
-// decodes with encoding/json, which gives its usual result or error. So
-// results and errors are encoding/json's by construction; a differential
-// fuzz test holds the fast path to that.
+// what it is sure encoding/json decides the same way: it accepts a subset
+// of valid JSON (it checks the grammar as it walks, and gives up on
+// nesting deeper than maxDepth), and gives up on whatever it is unsure
+// encoding/json maps the same way (a key with an escape or a non-ASCII
+// letter, a key given twice, a value of the wrong JSON type, a number that
+// does not fit). Giving up returns ok=false, and the caller then decodes
+// with encoding/json, which gives its usual result or error. So results
+// and errors are encoding/json's by construction; a differential fuzz
+// test holds the fast path to that.
 
-// fastDecoder walks a document json.Valid accepted.
+// maxDepth bounds the nesting the fast decoder walks (encoding/json's own
+// limit is 10000); a deeper document goes to encoding/json.
+const maxDepth = 1000
+
+// fastDecoder walks a JSON document, checking it as it goes. Every method
+// returns false on anything unexpected, and the walk then stops.
 type fastDecoder struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	depth int
 }
 
 func (d *fastDecoder) ws() {
@@ -45,7 +51,7 @@ func (d *fastDecoder) ws() {
 	}
 }
 
-// peek returns the first byte of the next value (0 at the end).
+// peek returns the first byte of the next token (0 at the end).
 func (d *fastDecoder) peek() byte {
 	d.ws()
 	if d.i >= len(d.b) {
@@ -54,30 +60,95 @@ func (d *fastDecoder) peek() byte {
 	return d.b[d.i]
 }
 
+// literal consumes lit if it comes next.
+func (d *fastDecoder) literal(lit string) bool {
+	d.ws()
+	if len(d.b)-d.i < len(lit) || string(d.b[d.i:d.i+len(lit)]) != lit {
+		return false
+	}
+	d.i += len(lit)
+	return true
+}
+
 // null consumes a null if one comes next.
 func (d *fastDecoder) null() bool {
-	if d.peek() == 'n' {
-		d.i += len("null")
-		return true
-	}
-	return false
+	return d.peek() == 'n' && d.literal("null")
 }
 
 // rawString consumes a string and returns its bytes between the quotes,
-// escapes undone when esc.
-func (d *fastDecoder) rawString() (raw []byte, esc bool) {
-	d.i++ // opening quote
+// with esc set when they hold escapes. It checks what json.Valid checks:
+// no control characters, only the escapes JSON defines.
+func (d *fastDecoder) rawString() (raw []byte, esc, ok bool) {
+	if d.peek() != '"' {
+		return nil, false, false
+	}
+	d.i++
 	start := d.i
-	for d.b[d.i] != '"' {
-		if d.b[d.i] == '\\' {
+	for d.i < len(d.b) {
+		c := d.b[d.i]
+		switch {
+		case c == '"':
+			raw = d.b[start:d.i]
+			d.i++
+			return raw, esc, true
+		case c < 0x20:
+			return nil, false, false
+		case c == '\\':
 			esc = true
-			d.i++ // the escaped byte: never the closing quote
+			if d.i+1 >= len(d.b) {
+				return nil, false, false
+			}
+			switch d.b[d.i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				d.i += 2
+			case 'u':
+				if hex4(d.b[d.i+2:]) < 0 {
+					return nil, false, false
+				}
+				d.i += 6
+			default:
+				return nil, false, false
+			}
+		default:
+			d.i++
+		}
+	}
+	return nil, false, false
+}
+
+// members walks the members of an object, calling member after each key
+// and its colon; member consumes the value.
+func (d *fastDecoder) members(member func(key []byte, esc bool) bool) bool {
+	if d.peek() != '{' || d.depth >= maxDepth {
+		return false
+	}
+	d.i++
+	d.depth++
+	if d.peek() == '}' {
+		d.i++
+		d.depth--
+		return true
+	}
+	for {
+		key, esc, ok := d.rawString()
+		if !ok || d.peek() != ':' {
+			return false
 		}
 		d.i++
+		if !member(key, esc) {
+			return false
+		}
+		switch d.peek() {
+		case ',':
+			d.i++
+		case '}':
+			d.i++
+			d.depth--
+			return true
+		default:
+			return false
+		}
 	}
-	raw = d.b[start:d.i]
-	d.i++
-	return raw, esc
 }
 
 // object walks an object, calling field with the index in names of each
@@ -86,21 +157,8 @@ func (d *fastDecoder) rawString() (raw []byte, esc bool) {
 // key it cannot match as encoding/json would (escaped or non-ASCII), on a
 // name given twice, and when field fails.
 func (d *fastDecoder) object(names []string, field func(int) bool) bool {
-	if d.peek() != '{' {
-		return false
-	}
-	d.i++
 	var seen uint64
-	for {
-		switch d.peek() {
-		case '}':
-			d.i++
-			return true
-		case ',':
-			d.i++
-			continue
-		}
-		key, esc := d.rawString()
+	return d.members(func(key []byte, esc bool) bool {
 		if esc {
 			return false
 		}
@@ -109,8 +167,6 @@ func (d *fastDecoder) object(names []string, field func(int) bool) bool {
 				return false // may fold to a field name (U+017F to s)
 			}
 		}
-		d.peek()
-		d.i++ // colon
 		idx := -1
 		for i, n := range names {
 			if equalFoldASCII(key, n) {
@@ -119,17 +175,14 @@ func (d *fastDecoder) object(names []string, field func(int) bool) bool {
 			}
 		}
 		if idx < 0 {
-			d.skip()
-			continue
+			return d.skip()
 		}
 		if seen&(1<<idx) != 0 {
 			return false // encoding/json merges a repeated member
 		}
 		seen |= 1 << idx
-		if !field(idx) {
-			return false
-		}
-	}
+		return field(idx)
+	})
 }
 
 func equalFoldASCII(a []byte, b string) bool {
@@ -151,70 +204,66 @@ func equalFoldASCII(a []byte, b string) bool {
 	return true
 }
 
-// array walks an array, calling elem before each element.
+// array walks an array, calling elem to consume each element.
 func (d *fastDecoder) array(elem func() bool) bool {
-	if d.peek() != '[' {
+	if d.peek() != '[' || d.depth >= maxDepth {
 		return false
 	}
 	d.i++
+	d.depth++
+	if d.peek() == ']' {
+		d.i++
+		d.depth--
+		return true
+	}
 	for {
+		if !elem() {
+			return false
+		}
 		switch d.peek() {
-		case ']':
-			d.i++
-			return true
 		case ',':
 			d.i++
-			continue
-		}
-		if !elem() {
+		case ']':
+			d.i++
+			d.depth--
+			return true
+		default:
 			return false
 		}
 	}
 }
 
 // skip consumes one value of any kind.
-func (d *fastDecoder) skip() {
-	depth := 0
-	for {
-		switch d.peek() {
-		case '"':
-			d.rawString()
-		case '{', '[':
-			d.i++
-			depth++
-			continue
-		case '}', ']':
-			d.i++
-			depth--
-		case ',', ':':
-			d.i++
-			continue
-		default: // literal or number
-			for d.i < len(d.b) {
-				c := d.b[d.i]
-				if c == ',' || c == '}' || c == ']' || c == ' ' || c == '\t' || c == '\n' || c == '\r' {
-					break
-				}
-				d.i++
-			}
-		}
-		if depth == 0 {
-			return
-		}
+func (d *fastDecoder) skip() bool {
+	switch d.peek() {
+	case '"':
+		_, _, ok := d.rawString()
+		return ok
+	case '{':
+		return d.members(func([]byte, bool) bool { return d.skip() })
+	case '[':
+		return d.array(d.skip)
+	case 't':
+		return d.literal("true")
+	case 'f':
+		return d.literal("false")
+	case 'n':
+		return d.literal("null")
 	}
+	_, ok := d.number()
+	return ok
 }
 
 // str decodes a string or null (which leaves dst alone) into dst.
 func (d *fastDecoder) str(dst *string) bool {
-	switch d.peek() {
-	case 'n':
-		return d.null()
-	case '"':
-		raw, esc := d.rawString()
-		*dst = unquote(raw, esc)
+	if d.null() {
 		return true
 	}
-	return false
+	raw, esc, ok := d.rawString()
+	if ok {
+		*dst = unquote(raw, esc)
+	}
+	return ok
 }
 
 // strs decodes an array of strings or null into dst, which is nil.
@@ -235,47 +284,53 @@ func (d *fastDecoder) stringMap(dst *map[string]string) bool {
 	if d.null() {
 		return true
 	}
-	if d.peek() != '{' {
-		return false
-	}
 	m := map[string]string{}
 	*dst = m
-	d.i++
-	for {
-		switch d.peek() {
-		case '}':
-			d.i++
-			return true
-		case ',':
-			d.i++
-			continue
-		}
-		raw, esc := d.rawString()
-		k := unquote(raw, esc)
-		d.peek()
-		d.i++        // colon
+	return d.members(func(key []byte, esc bool) bool {
 		var v string // null stores ""
 		if !d.str(&v) {
 			return false
 		}
-		m[k] = v // the last of a repeated key wins, as in encoding/json
-	}
+		m[unquote(key, esc)] = v // the last of a repeated key wins, as in encoding/json
+		return true
+	})
 }
 
-// number consumes a number and returns its text; ok is false if the next
-// value is not a number.
+// number consumes a number and returns its text; ok is false if what
+// comes next is not a number by JSON's grammar:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?
 func (d *fastDecoder) number() (string, bool) {
-	c := d.peek()
-	if c != '-' && (c < '0' || c > '9') {
+	d.ws()
+	start := d.i
+	digits := func() int {
+		n := 0
+		for d.i < len(d.b) && '0' <= d.b[d.i] && d.b[d.i] <= '9' {
+			d.i++
+			n++
+		}
+		return n
+	}
+	if d.i < len(d.b) && d.b[d.i] == '-' {
+		d.i++
+	}
+	intStart := d.i
+	if n := digits(); n == 0 || n > 1 && d.b[intStart] == '0' {
 		return "", false
 	}
-	start := d.i
-	for d.i < len(d.b) {
-		c := d.b[d.i]
-		if c != '-' && c != '+' && c != '.' && c != 'e' && c != 'E' && (c < '0' || c > '9') {
-			break
-		}
+	if d.i < len(d.b) && d.b[d.i] == '.' {
 		d.i++
+		if digits() == 0 {
+			return "", false
+		}
+	}
+	if d.i < len(d.b) && (d.b[d.i] == 'e' || d.b[d.i] == 'E') {
+		d.i++
+		if d.i < len(d.b) && (d.b[d.i] == '+' || d.b[d.i] == '-') {
+			d.i++
+		}
+		if digits() == 0 {
+			return "", false
+		}
 	}
 	return string(d.b[start:d.i]), true
 }
@@ -317,15 +372,13 @@ func (d *fastDecoder) uint32(dst *uint32) bool {
 }
 
 func (d *fastDecoder) bool(dst *bool) bool {
-	switch d.peek() {
-	case 'n':
-		return d.null()
-	case 't':
-		d.i += len("true")
+	switch {
+	case d.null():
+		return true
+	case d.literal("true"):
 		*dst = true
 		return true
-	case 'f':
-		d.i += len("false")
+	case d.literal("false"):
 		*dst = false
 		return true
 	}
@@ -334,11 +387,13 @@ func (d *fastDecoder) bool(dst *bool) bool {
 
 // end reports whether only white space is left.
 func (d *fastDecoder) end() bool {
-	return d.peek() == 0 && d.i == len(d.b)
+	d.ws()
+	return d.i == len(d.b)
 }
 
-// unquote undoes a valid JSON string's escapes as encoding/json does:
-// a lone UTF-16 surrogate, and each byte of invalid UTF-8, becomes U+FFFD.
+// unquote undoes the escapes of a string rawString accepted, as
+// encoding/json does: a lone UTF-16 surrogate, and each byte of invalid
+// UTF-8, becomes U+FFFD.
 func unquote(raw []byte, esc bool) string {
 	if !esc && utf8.Valid(raw) {
 		return string(raw)
@@ -395,8 +450,7 @@ func unquote(raw []byte, esc bool) string {
 	return string(out)
 }
 
-// hex4 decodes the 4 hex digits json.Valid saw after \u; -1 when b is
-// shorter or not hex (only after a lone surrogate).
+// hex4 decodes 4 hex digits; -1 when b is shorter or not hex.
 func hex4(b []byte) rune {
 	if len(b) < 4 {
 		return -1
@@ -420,10 +474,8 @@ func hex4(b []byte) rune {
 
 // decodeState is json.Unmarshal of a state, fast when it can be.
 func decodeState(data []byte) (specs.State, error) {
-	if json.Valid(data) {
-		if st, ok := fastState(data); ok {
-			return st, nil
-		}
+	if st, ok := fastState(data); ok {
+		return st, nil
 	}
 	var st specs.State
 	err := json.Unmarshal(data, &st)
@@ -432,10 +484,8 @@ func decodeState(data []byte) (specs.State, error) {
 
 // decodeSpec is json.Unmarshal of a config.json, fast when it can be.
 func decodeSpec(data []byte) (*Spec, error) {
-	if json.Valid(data) {
-		if s, ok := fastSpec(data); ok {
-			return &s, nil
-		}
+	if s, ok := fastSpec(data); ok {
+		return &s, nil
 	}
 	var s Spec
 	if err := json.Unmarshal(data, &s); err != nil {
@@ -444,7 +494,7 @@ func decodeSpec(data []byte) (*Spec, error) {
 	return &s, nil
 }
 
-// fastState decodes a state json.Valid accepted, or reports ok=false.
+// fastState decodes a state, or reports ok=false.
 func fastState(data []byte) (st specs.State, ok bool) {
 	d := fastDecoder{b: data}
 	if d.null() {
@@ -477,7 +527,7 @@ func fastState(data []byte) (st specs.State, ok bool) {
 	return st, ok && d.end()
 }
 
-// fastSpec decodes a config.json json.Valid accepted, or reports ok=false.
+// fastSpec decodes a config.json, or reports ok=false.
 func fastSpec(data []byte) (s Spec, ok bool) {
 	d := fastDecoder{b: data}
 	if d.null() {
