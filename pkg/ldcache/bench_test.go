@@ -1,8 +1,12 @@
 package ldcache
 
 import (
+	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -55,6 +59,37 @@ func BenchmarkScanDir(b *testing.B) {
 	for b.Loop() {
 		if _, err := ScanDir(dir, "/usr/lib/wsl/lib"); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkScanDirLarge scans 20 libraries shaped like WSL's large ones
+// (libcuda, libd3d12core): 1.1 MB, 800 exported symbols, so the dynamic
+// segment and the SONAME lie beyond the first read and each file takes
+// three reads.
+func BenchmarkScanDirLarge(b *testing.B) {
+	needTool(b, "gcc")
+	tmp := b.TempDir()
+	var src strings.Builder
+	src.WriteString("const char wslpad[1 << 20] = {1};\n")
+	for i := range 800 {
+		fmt.Fprintf(&src, "int wslf%d(void) { return %d; }\n", i, i)
+	}
+	writeFile(b, filepath.Join(tmp, "big.c"), []byte(src.String()))
+	big := filepath.Join(tmp, "big.so")
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-o", big, filepath.Join(tmp, "big.c"), "-Wl,-soname,"+sonamePlaceholder).CombinedOutput(); err != nil {
+		b.Fatalf("gcc: %v\n%s", err, out)
+	}
+	lib := readFile(b, big)
+	dir := filepath.Join(tmp, "lib")
+	for _, n := range wslNames {
+		padded := n + strings.Repeat("\x00", len(sonamePlaceholder)-len(n))
+		writeFile(b, filepath.Join(dir, n), bytes.Replace(lib, []byte(sonamePlaceholder), []byte(padded), 1))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if e, err := ScanDir(dir, "/usr/lib/wsl/lib"); err != nil || len(e) != len(wslNames) {
+			b.Fatal(e, err)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package ldcache
 
 import (
 	"bytes"
-	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -50,6 +49,7 @@ func ScanDir(hostDir, containerDir string) ([]Entry, error) {
 	}
 	groups := map[string]*group{}
 	head := make([]byte, headRead)
+	var scratch []byte
 	var order []string
 	for _, de := range des {
 		name := de.Name()
@@ -73,7 +73,7 @@ func ScanDir(hostDir, containerDir string) ([]Entry, error) {
 				continue
 			}
 		}
-		soname, ok, err := readSoname(p, head)
+		soname, ok, err := readSoname(p, head, &scratch)
 		if err != nil {
 			return nil, err
 		}
@@ -131,14 +131,30 @@ const (
 	maxSonameRead = 4096     // SONAME string
 )
 
+// ELF values readSoname needs, as the gABI and the x86-64 psABI define
+// them (debug/elf names them ELFMAG, ELFCLASS64, ...). They are spelled
+// here because importing debug/elf for a few constants links
+// compress/flate, internal/zstd and debug/dwarf into the hook, whose
+// package init ran at every container start (~0.25 ms on a test VM).
+const (
+	elfMagic      = "\x7fELF"
+	elfClass64    = 2  // e_ident[EI_CLASS]
+	elfData2LSB   = 1  // e_ident[EI_DATA]
+	elfTypeDyn    = 3  // e_type ET_DYN
+	elfMachX86_64 = 62 // e_machine EM_X86_64
+	elfPhdrSize   = 56 // sizeof(Elf64_Phdr)
+	elfPTLoad     = 1  // p_type PT_LOAD
+	elfPTDynamic  = 2  // p_type PT_DYNAMIC
+	elfDTNull     = 0  // d_tag DT_NULL
+	elfDTStrtab   = 5  // d_tag DT_STRTAB
+	elfDTSoname   = 14 // d_tag DT_SONAME
+)
+
 // readSoname reads the DT_SONAME of the file at p as ldconfig's
-// process_elf_file does, from the program headers and the dynamic segment
-// (so libraries stripped of section headers work too). ok is false for
-// what ldconfig skips: not ELF, not a 64-bit little-endian x86_64 ET_DYN,
-// no dynamic segment or no string table. soname is "" when there is none.
-// head is a reusable buffer of headRead bytes. It makes 3 to 5 system
+// process_elf_file does (see elfSoname). head is a reusable buffer of
+// headRead bytes, scratch one for reads beyond it. It makes 3 to 5 system
 // calls: on WSL the directory is a 9p mount where each costs a round trip.
-func readSoname(p string, head []byte) (soname string, ok bool, err error) {
+func readSoname(p string, head []byte, scratch *[]byte) (soname string, ok bool, err error) {
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return "", false, fmt.Errorf("open %s: %w", p, err)
@@ -148,9 +164,31 @@ func readSoname(p string, head []byte) (soname string, ok bool, err error) {
 	if err != nil {
 		return "", false, fmt.Errorf("read %s: %w", p, err)
 	}
-	head = head[:n]
+	soname, ok, err = elfSoname(head[:n], scratch, func(buf []byte, off int64) (int, error) { return pread(fd, buf, off) })
+	if err != nil {
+		return "", false, fmt.Errorf("read %s: %w", p, err)
+	}
+	return soname, ok, nil
+}
+
+// elfSoname finds the DT_SONAME of an ELF file from its program headers
+// and dynamic segment, as ldconfig's process_elf_file does, so libraries
+// stripped of section headers work too. head is the file's start, readAt
+// reads elsewhere (short only at the end of the file) into *scratch, which
+// grows as needed and is kept for the next file: in a large library the
+// dynamic segment and the SONAME lie beyond head, and a fresh buffer per
+// file would cost fresh pages, each a page fault, in a hook that runs once.
+// ok is false for what ldconfig skips: not ELF, not a 64-bit little-endian
+// x86_64 ET_DYN, no dynamic segment or no string table. soname is "" when
+// there is none.
+//
+// The file is hostile: every offset and count comes from it, so each read
+// is bounded (maxPhdrBytes, maxDynBytes, maxSonameRead) and checked
+// against what was actually read; a file that lies reads as not a library.
+func elfSoname(head []byte, scratch *[]byte, readAt func(buf []byte, off int64) (int, error)) (soname string, ok bool, err error) {
 	// at returns n bytes at off (fewer at the end of the file), from head
-	// when it holds them.
+	// when it holds them, else in *scratch: what it returned before is
+	// overwritten, so each result is used up before the next call.
 	at := func(off, n uint64) ([]byte, error) {
 		if off <= uint64(len(head)) && n <= uint64(len(head))-off {
 			return head[off : off+n], nil
@@ -158,22 +196,24 @@ func readSoname(p string, head []byte) (soname string, ok bool, err error) {
 		if off > 1<<62 {
 			return nil, nil
 		}
-		buf := make([]byte, n)
-		m, err := pread(fd, buf, int64(off))
+		if uint64(cap(*scratch)) < n {
+			*scratch = make([]byte, n)
+		}
+		buf := (*scratch)[:n]
+		m, err := readAt(buf, int64(off))
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", p, err)
+			return nil, err
 		}
 		return buf[:m], nil
 	}
 
 	le := binary.LittleEndian
-	if len(head) < 64 || string(head[:4]) != elf.ELFMAG ||
-		elf.Class(head[elf.EI_CLASS]) != elf.ELFCLASS64 || elf.Data(head[elf.EI_DATA]) != elf.ELFDATA2LSB ||
-		elf.Type(le.Uint16(head[16:])) != elf.ET_DYN || elf.Machine(le.Uint16(head[18:])) != elf.EM_X86_64 {
+	if len(head) < 64 || string(head[:4]) != elfMagic || head[4] != elfClass64 || head[5] != elfData2LSB ||
+		le.Uint16(head[16:]) != elfTypeDyn || le.Uint16(head[18:]) != elfMachX86_64 {
 		return "", false, nil
 	}
 	phoff, phentsize, phnum := le.Uint64(head[32:]), uint64(le.Uint16(head[54:])), uint64(le.Uint16(head[56:]))
-	if phentsize != 56 || phnum*phentsize > maxPhdrBytes {
+	if phentsize != elfPhdrSize || phnum*phentsize > maxPhdrBytes {
 		return "", false, nil
 	}
 	phdrs, err := at(phoff, phnum*phentsize)
@@ -186,10 +226,10 @@ func readSoname(p string, head []byte) (soname string, ok bool, err error) {
 	for i := range phnum {
 		ph := phdrs[i*phentsize:]
 		s := segment{off: le.Uint64(ph[8:]), vaddr: le.Uint64(ph[16:]), filesz: le.Uint64(ph[32:])}
-		switch elf.ProgType(le.Uint32(ph)) {
-		case elf.PT_LOAD:
+		switch le.Uint32(ph) {
+		case elfPTLoad:
 			loads = append(loads, s)
-		case elf.PT_DYNAMIC:
+		case elfPTDynamic:
 			dyn = &s
 		}
 	}
@@ -203,14 +243,14 @@ func readSoname(p string, head []byte) (soname string, ok bool, err error) {
 	var strtab, sonameOff uint64
 	haveStrtab, haveSoname := false, false
 	for ; len(dynData) >= 16; dynData = dynData[16:] {
-		tag, val := elf.DynTag(int64(le.Uint64(dynData))), le.Uint64(dynData[8:])
-		if tag == elf.DT_NULL {
+		tag, val := le.Uint64(dynData), le.Uint64(dynData[8:])
+		if tag == elfDTNull {
 			break
 		}
 		switch {
-		case tag == elf.DT_STRTAB && !haveStrtab:
+		case tag == elfDTStrtab && !haveStrtab:
 			strtab, haveStrtab = val, true
-		case tag == elf.DT_SONAME:
+		case tag == elfDTSoname:
 			sonameOff, haveSoname = val, true
 		}
 	}

@@ -4,10 +4,15 @@
 // It decodes only the fields it uses, so a config.json with fields from a
 // newer runtime-spec never breaks the hook, and it resolves root.path
 // relative to the bundle as the runtime does.
+//
+// Both documents are decoded as json.Unmarshal into the runtime-spec types
+// would, results and errors alike, but without its reflection when the
+// document allows (decode.go): a hook decodes once per process, and
+// json.Unmarshal's first call costs ~1 ms of every container start.
 package oci
 
 import (
-	"encoding/json"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -55,11 +60,11 @@ func ReadState(r io.Reader) (*specs.State, error) {
 		rest, _ := io.Copy(io.Discard, r)
 		return nil, &TooLargeError{What: "container state on stdin", Size: int64(len(data)) + rest, Limit: MaxStateSize}
 	}
-	if len(strings.TrimSpace(string(data))) == 0 {
+	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, errors.New("no container state on stdin: run this as an OCI hook (runc passes the state on stdin)")
 	}
-	var st specs.State
-	if err := json.Unmarshal(data, &st); err != nil {
+	st, err := decodeState(data)
+	if err != nil {
 		return nil, fmt.Errorf("decode container state from stdin: %w", err)
 	}
 	if st.Bundle == "" || !filepath.IsAbs(st.Bundle) {
@@ -105,7 +110,15 @@ func LoadSpec(bundle string) (*Spec, error) {
 		return nil, fmt.Errorf("open bundle config: %w", err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxSpecSize+1))
+	// One buffer of the file's size, not io.ReadAll's, which starts at 512
+	// bytes and doubles: for a 10 KB config.json that was 10 read calls
+	// and as many fresh buffers in a process that reads it once. The size
+	// is only a hint: the limit holds on what is read.
+	hint := int64(0)
+	if fi, err := f.Stat(); err == nil {
+		hint = min(max(fi.Size(), 0), MaxSpecSize)
+	}
+	data, err := readAll(io.LimitReader(f, MaxSpecSize+1), hint+512)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
@@ -123,12 +136,23 @@ func LoadSpec(bundle string) (*Spec, error) {
 	return s, nil
 }
 
-func decodeSpec(data []byte) (*Spec, error) {
-	var s Spec
-	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, err
+// readAll is io.ReadAll with a first buffer of n bytes (at least 512, as
+// io.ReadAll's, so Read never gets an empty buffer).
+func readAll(r io.Reader, n int64) ([]byte, error) {
+	b := make([]byte, 0, max(n, 512))
+	for {
+		m, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow as append does
+		}
 	}
-	return &s, nil
 }
 
 // RootPath returns the container's root filesystem as a host path:

@@ -6,9 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -105,8 +105,6 @@ func ProbeROCm(dir string) ROCm {
 	return r
 }
 
-var driName = regexp.MustCompile(`^(card|renderD)[0-9]+$`)
-
 // ProbeDRI lists the card and render nodes in dir, cards first, each by
 // number. A missing dir is no nodes, not an error: most WSL hosts without a
 // video-capable driver have none.
@@ -120,7 +118,7 @@ func ProbeDRI(dir string) ([]Node, error) {
 	}
 	var out []Node
 	for _, de := range des {
-		if !driName.MatchString(de.Name()) {
+		if _, _, ok := driNode(de.Name()); !ok {
 			continue
 		}
 		p := filepath.Join(dir, de.Name())
@@ -138,24 +136,57 @@ func ProbeDRI(dir string) ([]Node, error) {
 }
 
 func nodeLess(a, b string) bool {
-	pa, na := splitNode(a)
-	pb, nb := splitNode(b)
+	pa, na, _ := driNode(a)
+	pb, nb, _ := driNode(b)
 	if pa != pb {
 		return pa == "card"
 	}
 	return na < nb
 }
 
-func splitNode(s string) (string, int) {
-	m := driName.FindStringSubmatch(s)
-	n, _ := strconv.Atoi(s[len(m[1]):])
-	return m[1], n
+// The name checks below are plain functions, not regexps: the hook links
+// this package, and compiling three regexps at its init cost ~0.3 ms of
+// every container start. TestNameChecks pins each to the pattern it
+// replaces.
+
+// driNode splits a DRM node name matching ^(card|renderD)[0-9]+$ into its
+// kind and number; ok is false for any other name. A number too large for
+// an int is clamped as strconv.Atoi does.
+func driNode(name string) (kind string, n int, ok bool) {
+	for _, k := range [...]string{"card", "renderD"} {
+		if num, found := strings.CutPrefix(name, k); found && isDigits(num) {
+			n, _ = strconv.Atoi(num)
+			return k, n, true
+		}
+	}
+	return "", 0, false
 }
 
-var (
-	x11Socket     = regexp.MustCompile(`^X([0-9]+)$`)
-	waylandSocket = regexp.MustCompile(`^wayland-[0-9]+$`)
-)
+// x11Display returns n for an X server socket name matching ^X([0-9]+)$.
+func x11Display(name string) (n int, ok bool) {
+	num, found := strings.CutPrefix(name, "X")
+	if !found || !isDigits(num) {
+		return 0, false
+	}
+	n, _ = strconv.Atoi(num)
+	return n, true
+}
+
+// isWaylandSocket reports a name matching ^wayland-[0-9]+$.
+func isWaylandSocket(name string) bool {
+	num, found := strings.CutPrefix(name, "wayland-")
+	return found && isDigits(num)
+}
+
+// isDigits reports a non-empty string of ASCII digits: [0-9]+.
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
 
 // ProbeWSLg looks for WSLg's sockets under dir (/mnt/wslg): .X11-unix/X<n>,
 // runtime-dir/wayland-<n> and PulseServer. What is missing is left empty.
@@ -164,11 +195,10 @@ func ProbeWSLg(dir string) WSLg {
 	x11 := filepath.Join(dir, ".X11-unix")
 	if des, err := os.ReadDir(x11); err == nil {
 		for _, de := range des {
-			m := x11Socket.FindStringSubmatch(de.Name())
-			if m == nil || de.Type()&fs.ModeSocket == 0 {
+			n, ok := x11Display(de.Name())
+			if !ok || de.Type()&fs.ModeSocket == 0 {
 				continue
 			}
-			n, _ := strconv.Atoi(m[1])
 			if w.Display < 0 || n < w.Display {
 				w.Display = n
 			}
@@ -181,7 +211,7 @@ func ProbeWSLg(dir string) WSLg {
 	if des, err := os.ReadDir(rt); err == nil {
 		w.RuntimeDir = rt
 		for _, de := range des {
-			if waylandSocket.MatchString(de.Name()) && de.Type()&fs.ModeSocket != 0 {
+			if isWaylandSocket(de.Name()) && de.Type()&fs.ModeSocket != 0 {
 				w.Wayland = de.Name()
 				break
 			}

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -196,6 +198,43 @@ func TestProbeFor(t *testing.T) {
 		}
 		if (h.ROCm.Lib != "") != tt.rocm || (h.WSLg.X11 != "") != tt.wslg {
 			t.Errorf("%s: probed %+v, want rocm %v wslg %v", tt.name, h, tt.rocm, tt.wslg)
+		}
+	}
+}
+
+// TestNameChecks pins the hand-written name checks to the patterns they
+// replace (compiled here, in the test, not at every hook start), and their
+// numbers to strconv.Atoi of the digits.
+func TestNameChecks(t *testing.T) {
+	dri := regexp.MustCompile(`^(card|renderD)[0-9]+$`)
+	x11 := regexp.MustCompile(`^X([0-9]+)$`)
+	wayland := regexp.MustCompile(`^wayland-[0-9]+$`)
+	for _, s := range []string{
+		"", "card", "card0", "card1", "card12", "card1x", "xcard1", "card-1", "card 1", "Card0", "card٣",
+		"renderD", "renderD128", "renderD12a", "renderd128", "render128", "controlD64", "by-path",
+		"card99999999999999999999999", "renderD0128",
+		"X", "X0", "X1", "X12", "X12a", "x0", "X-1", "X0.lock", ".X0", "X99999999999999999999999",
+		"wayland-", "wayland-0", "wayland-1", "wayland-0.lock", "wayland-a", "wayland0", "wayland--1", "Wayland-0",
+	} {
+		kind, n, ok := driNode(s)
+		if m := dri.FindStringSubmatch(s); ok != (m != nil) {
+			t.Errorf("driNode(%q) ok = %v, the pattern says %v", s, ok, m != nil)
+		} else if ok {
+			want, _ := strconv.Atoi(s[len(m[1]):])
+			if kind != m[1] || n != want {
+				t.Errorf("driNode(%q) = %q, %d; want %q, %d", s, kind, n, m[1], want)
+			}
+		}
+		d, ok := x11Display(s)
+		if m := x11.FindStringSubmatch(s); ok != (m != nil) {
+			t.Errorf("x11Display(%q) ok = %v, the pattern says %v", s, ok, m != nil)
+		} else if ok {
+			if want, _ := strconv.Atoi(m[1]); d != want {
+				t.Errorf("x11Display(%q) = %d, want %d", s, d, want)
+			}
+		}
+		if got, want := isWaylandSocket(s), wayland.MatchString(s); got != want {
+			t.Errorf("isWaylandSocket(%q) = %v, the pattern says %v", s, got, want)
 		}
 	}
 }
