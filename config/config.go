@@ -130,6 +130,12 @@ func (c Config) Path() string { return c.path }
 // unless mustExist is set (an explicit --config that does not exist is a
 // mistake worth reporting).
 func Load(path string, mustExist bool) (Config, error) {
+	return load(path, mustExist, true)
+}
+
+// load is Load, with the fast decoder (fast) or go-toml's Unmarshal alone,
+// which the cold-start benchmark compares.
+func load(path string, mustExist, fast bool) (Config, error) {
 	c := Default()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -139,12 +145,17 @@ func Load(path string, mustExist bool) (Config, error) {
 		return c, fmt.Errorf("read config: %w", err)
 	}
 	c.path = path
+	if fast && c.decodeFast(data) {
+		return c, c.Validate()
+	}
 	if err := c.decode(data); err != nil {
 		return c, err
 	}
 	return c, c.Validate()
 }
 
+// decode is go-toml's strict Unmarshal, the one meaning of a config file;
+// decodeFast only takes documents on which it agrees with it.
 func (c *Config) decode(data []byte) error {
 	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
 	err := dec.Decode(c)

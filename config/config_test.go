@@ -32,13 +32,19 @@ func TestMissingFile(t *testing.T) {
 	}
 }
 
-func TestLoad(t *testing.T) {
-	tests := []struct {
-		name    string
-		toml    string
-		want    func(*Config)
-		wantErr string
-	}{
+// loadCase is one file for Load: the values it sets on top of the
+// defaults, or the one error it gives.
+type loadCase struct {
+	name    string
+	toml    string
+	want    func(*Config)
+	wantErr string
+}
+
+// loadCases are shared with TestDecodeFastAgrees, which holds the fast
+// decoder to Unmarshal's answer on each.
+func loadCases() []loadCase {
+	return []loadCase{
 		{
 			name: "override some keys",
 			toml: "dxg_device = \"/tmp/sim/dev/dxg\"\nldcache = \"none\"\nrequest_env = [\"GPU\"]\n",
@@ -88,7 +94,10 @@ func TestLoad(t *testing.T) {
 			wantErr: "config F:1:14: unexpected character U+000A at start of value",
 		},
 	}
-	for _, tt := range tests {
+}
+
+func TestLoad(t *testing.T) {
+	for _, tt := range loadCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			f := filepath.Join(t.TempDir(), "config.toml")
 			if err := os.WriteFile(f, []byte(tt.toml), 0o644); err != nil {
