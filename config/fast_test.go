@@ -17,7 +17,9 @@ func agree(t *testing.T, data []byte) bool {
 	took := fast.decodeFast(data)
 	err := slow.decode(data)
 	if !took {
-		if !reflect.DeepEqual(fast, func() Config { c := Default(); c.path = "F"; return c }()) {
+		untouched := Default()
+		untouched.path = "F"
+		if !reflect.DeepEqual(fast, untouched) {
 			t.Fatalf("declining decodeFast changed the config: %+v", fast)
 		}
 		return false
@@ -158,5 +160,37 @@ func FuzzDecodeFast(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		agree(t, []byte(s))
+	})
+}
+
+// docLines are the pieces FuzzDecodeFastLines builds documents from: every
+// key in both tables, with values of each kind, spelled in the ways TOML
+// allows, so that the fuzzer explores orders, repeats and misplacements
+// that mutating bytes of a seed rarely reaches.
+var docLines = []string{
+	"[device_plugin]", "[ device_plugin ] # c", "[\"device_plugin\"]", "[[device_plugin]]", "[other]",
+	"# comment", "", "device_plugin = {}", "device_plugin.cdi = true",
+	"dxg_device = \"/x\"", "lib_dir = '/y'", "drivers_dir = \"\"\"/z\"\"\"", "ldcache = \"none\"",
+	"log_file = \"\"", "log_level = \"debug\"", "runtime = \"crun\"", "request_annotation = \"a/b\"",
+	"rocm_dir = \"/r\"", "dri_dir = \"/d\"", "wslg_dir = \"/w\"", "\"ldcache\" = \"builtin\"", "LDCACHE = \"none\"",
+	"request_env = [\"A\"]", "request_env = [\"A\", \"B\",]", "request_env = []", "request_env = \"A\"", "request_env = [1]",
+	"nvidia_resource = \"a.com/b\"", "amd_resource = \"\"", "intel_resource = 'i.com/x'", "other_resource = \"o.io/y\"",
+	"replicas = 2", "replicas = 0x2", "replicas = 1_0", "replicas = -1", "replicas = 2.5", "replicas = \"2\"",
+	"cdi = false", "cdi = true", "cdi = 0", "dxg_device = 1", "dxg_device = true", "dxg_device = 1979-05-27",
+}
+
+// FuzzDecodeFastLines: any document made of docLines, in any order and
+// number, is declined by the fast decoder or given Unmarshal's Config.
+func FuzzDecodeFastLines(f *testing.F) {
+	f.Add([]byte{9, 12, 22, 0, 27, 31, 37})
+	f.Add([]byte{0, 31, 0, 37})
+	f.Add([]byte{12, 12})
+	f.Fuzz(func(t *testing.T, picks []byte) {
+		var doc []byte
+		for _, p := range picks {
+			doc = append(doc, docLines[int(p)%len(docLines)]...)
+			doc = append(doc, '\n')
+		}
+		agree(t, doc)
 	})
 }
