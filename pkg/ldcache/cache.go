@@ -90,144 +90,190 @@ func isExtension(hwcap uint64) bool {
 // one inside (what ldconfig wrote by default before glibc 2.32), or the old
 // format alone. Entries come back in file order, which is lookup order.
 func Parse(data []byte) ([]Entry, error) {
-	switch {
-	case bytes.HasPrefix(data, []byte(magicNew)):
-		return parseNew(data, 0)
-	case bytes.HasPrefix(data, []byte(magicOld)):
-		if len(data) < oldHeaderSize {
-			return nil, fmt.Errorf("%w: %d bytes end inside the old-format header", ErrFormat, len(data))
-		}
-		n := binary.LittleEndian.Uint32(data[12:])
-		if uint64(n) > uint64(len(data)-oldHeaderSize)/oldEntrySize {
-			return nil, fmt.Errorf("%w: %d old-format entries do not fit in %d bytes", ErrFormat, n, len(data))
-		}
-		// The new format hides in the old string table, 8-byte aligned
-		// (ALIGN_CACHE); the loader then uses only the new part.
-		end := oldHeaderSize + int(n)*oldEntrySize
-		base := (end + 7) &^ 7
-		if base+newHeaderSize <= len(data) && bytes.HasPrefix(data[base:], []byte(magicNew)) {
-			return parseNew(data, base)
-		}
-		return parseOld(data, int(n), end)
-	default:
-		return nil, fmt.Errorf("%w: no %q or %q magic at the start", ErrFormat, magicNew, magicOld)
-	}
-}
-
-// cstring returns the NUL-terminated string at off in s.
-func cstring(s string, off uint64) (string, bool) {
-	if off >= uint64(len(s)) {
-		return "", false
-	}
-	end := strings.IndexByte(s[off:], 0)
-	if end < 0 {
-		return "", false
-	}
-	return s[off : off+uint64(end)], true
-}
-
-// parseNew decodes the new format whose header starts at base. String
-// offsets count from that header; extension offsets from the file start.
-func parseNew(data []byte, base int) ([]Entry, error) {
-	d := data[base:]
-	if len(d) < newHeaderSize {
-		return nil, fmt.Errorf("%w: %d bytes end inside the header", ErrFormat, len(d))
-	}
-	le := binary.LittleEndian
-	if f := d[offFlags]; f != 0 && f&flagsEndianMask != flagsEndianLittle {
-		return nil, fmt.Errorf("%w: header flags %#x say it is not little-endian", ErrFormat, f)
-	}
-	n := le.Uint32(d[offNlibs:])
-	if uint64(n) > uint64(len(d)-newHeaderSize)/newEntrySize {
-		return nil, fmt.Errorf("%w: %d entries do not fit in %d bytes", ErrFormat, n, len(d))
+	v, err := open(data)
+	if err != nil {
+		return nil, err
 	}
 	// One copy of the file; every string is a substring of it.
 	s := string(data)
-	hwcaps := loadHWCaps(data, le.Uint32(d[offExtension:]))
-	entries := make([]Entry, n)
+	entries := make([]Entry, v.n)
 	for i := range entries {
-		e := d[newHeaderSize+i*newEntrySize:]
-		key, value := le.Uint32(e[4:]), le.Uint32(e[8:])
-		k, ok1 := cstring(s, uint64(base)+uint64(key))
-		p, ok2 := cstring(s, uint64(base)+uint64(value))
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("%w: entry %d: string offset %d or %d outside the file or unterminated", ErrFormat, i, key, value)
-		}
-		hwcap := le.Uint64(e[16:])
+		k, p := v.key(i), v.path(i)
 		var sub string
-		if isExtension(hwcap) && uint64(uint32(hwcap)) < uint64(len(hwcaps)) {
-			// Name offsets count from the file start, as the loader and
-			// ldconfig -p read them. (ldconfig writes them relative to the
-			// new header, which differs only in old+new files; there the
-			// loader already sees a wrong name and never picks the entry,
-			// and so does the cache we write.)
-			sub, _ = cstring(s, uint64(hwcaps[uint32(hwcap)]))
+		if off, ok := v.subdir(i); ok {
+			sub = s[off : off+uint64(bytes.IndexByte(data[off:], 0))]
 		}
 		entries[i] = Entry{
-			Key:          k,
-			Path:         p,
-			Flags:        int32(le.Uint32(e[0:])),
-			OSVersion:    le.Uint32(e[12:]),
-			HWCap:        hwcap,
+			Key:          s[k : k+uint64(bytes.IndexByte(data[k:], 0))],
+			Path:         s[p : p+uint64(bytes.IndexByte(data[p:], 0))],
+			Flags:        v.flags(i),
+			OSVersion:    v.osVersion(i),
+			HWCap:        v.hwcap(i),
 			HWCapsSubdir: sub,
 		}
 	}
 	return entries, nil
 }
 
-// loadHWCaps returns the string offsets of the glibc-hwcaps section, nil
-// when the file has none or its extension directory is malformed: like
-// cache_extension_load, a bad extension costs the glibc-hwcaps entries,
-// not the cache.
-func loadHWCaps(data []byte, extOff uint32) []uint32 {
+// view is a cache checked as the loader needs it, read in place: Merge
+// works on the image's bytes without copying them or building an Entry
+// for each of its rows.
+type view struct {
+	data []byte
+	// n entries of entSize bytes start at table; the old format alone
+	// has 12-byte entries without osversion and hwcap.
+	n, table, entSize int
+	// strBase is where key and value offsets count from: the new
+	// header, or the old string table.
+	strBase uint64
+	// hwOff is the file offset of the glibc-hwcaps section's hwCount
+	// string offsets.
+	hwOff, hwCount uint64
+}
+
+// open checks data as Parse promises: the magic, the header, the entry
+// count against the size and every key and value against the file's end
+// and a NUL terminator. Hostile images reach here: every offset is
+// checked before anything reads through it.
+func open(data []byte) (view, error) {
+	switch {
+	case bytes.HasPrefix(data, []byte(magicNew)):
+		return openNew(data, 0)
+	case bytes.HasPrefix(data, []byte(magicOld)):
+		if len(data) < oldHeaderSize {
+			return view{}, fmt.Errorf("%w: %d bytes end inside the old-format header", ErrFormat, len(data))
+		}
+		n := binary.LittleEndian.Uint32(data[12:])
+		if uint64(n) > uint64(len(data)-oldHeaderSize)/oldEntrySize {
+			return view{}, fmt.Errorf("%w: %d old-format entries do not fit in %d bytes", ErrFormat, n, len(data))
+		}
+		// The new format hides in the old string table, 8-byte aligned
+		// (ALIGN_CACHE); the loader then uses only the new part.
+		end := oldHeaderSize + int(n)*oldEntrySize
+		base := (end + 7) &^ 7
+		if base+newHeaderSize <= len(data) && bytes.HasPrefix(data[base:], []byte(magicNew)) {
+			return openNew(data, base)
+		}
+		v := view{data: data, n: int(n), table: oldHeaderSize, entSize: oldEntrySize, strBase: uint64(end)}
+		return v, v.check("old-format entry")
+	default:
+		return view{}, fmt.Errorf("%w: no %q or %q magic at the start", ErrFormat, magicNew, magicOld)
+	}
+}
+
+// openNew opens the new format whose header starts at base. String
+// offsets count from that header; extension offsets from the file start.
+func openNew(data []byte, base int) (view, error) {
+	d := data[base:]
+	if len(d) < newHeaderSize {
+		return view{}, fmt.Errorf("%w: %d bytes end inside the header", ErrFormat, len(d))
+	}
 	le := binary.LittleEndian
-	off := uint64(extOff)
+	if f := d[offFlags]; f != 0 && f&flagsEndianMask != flagsEndianLittle {
+		return view{}, fmt.Errorf("%w: header flags %#x say it is not little-endian", ErrFormat, f)
+	}
+	n := le.Uint32(d[offNlibs:])
+	if uint64(n) > uint64(len(d)-newHeaderSize)/newEntrySize {
+		return view{}, fmt.Errorf("%w: %d entries do not fit in %d bytes", ErrFormat, n, len(d))
+	}
+	v := view{data: data, n: int(n), table: base + newHeaderSize, entSize: newEntrySize, strBase: uint64(base)}
+	v.hwOff, v.hwCount = findHWCaps(data, le.Uint32(d[offExtension:]))
+	return v, v.check("entry")
+}
+
+// check fails on the first entry whose key or value is not a
+// NUL-terminated string inside the file.
+func (v *view) check(what string) error {
+	for i := range v.n {
+		e := v.entry(i)
+		key, value := binary.LittleEndian.Uint32(e[4:]), binary.LittleEndian.Uint32(e[8:])
+		if !v.terminated(v.strBase+uint64(key)) || !v.terminated(v.strBase+uint64(value)) {
+			return fmt.Errorf("%w: %s %d: string offset %d or %d outside the file or unterminated", ErrFormat, what, i, key, value)
+		}
+	}
+	return nil
+}
+
+// terminated reports whether a NUL-terminated string starts at off.
+func (v *view) terminated(off uint64) bool {
+	return off < uint64(len(v.data)) && bytes.IndexByte(v.data[off:], 0) >= 0
+}
+
+func (v *view) entry(i int) []byte { return v.data[v.table+i*v.entSize:] }
+
+func (v *view) flags(i int) int32 { return int32(binary.LittleEndian.Uint32(v.entry(i))) }
+
+// key and path return file offsets of strings check has seen terminated.
+func (v *view) key(i int) uint64 {
+	return v.strBase + uint64(binary.LittleEndian.Uint32(v.entry(i)[4:]))
+}
+
+func (v *view) path(i int) uint64 {
+	return v.strBase + uint64(binary.LittleEndian.Uint32(v.entry(i)[8:]))
+}
+
+func (v *view) osVersion(i int) uint32 {
+	if v.entSize == oldEntrySize {
+		return 0
+	}
+	return binary.LittleEndian.Uint32(v.entry(i)[12:])
+}
+
+func (v *view) hwcap(i int) uint64 {
+	if v.entSize == oldEntrySize {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(v.entry(i)[16:])
+}
+
+// subdir returns the file offset of entry i's glibc-hwcaps subdirectory
+// name, and false for an ordinary entry and for one whose name cannot be
+// read or is empty: Encode drops those, as the loader never uses them.
+// Name offsets count from the file start, as the loader and ldconfig -p
+// read them. (ldconfig writes them relative to the new header, which
+// differs only in old+new files; there the loader already sees a wrong
+// name and never picks the entry, and so does the cache we write.)
+func (v *view) subdir(i int) (uint64, bool) {
+	hwcap := v.hwcap(i)
+	if !isExtension(hwcap) || uint64(uint32(hwcap)) >= v.hwCount {
+		return 0, false
+	}
+	off := uint64(binary.LittleEndian.Uint32(v.data[v.hwOff+4*uint64(uint32(hwcap)):]))
+	if !v.terminated(off) || v.data[off] == 0 {
+		return 0, false
+	}
+	return off, true
+}
+
+// findHWCaps returns where the glibc-hwcaps section's string offsets lie
+// and how many there are, none when the file has no such section or its
+// extension directory is malformed: like cache_extension_load, a bad
+// extension costs the glibc-hwcaps entries, not the cache.
+func findHWCaps(data []byte, extOff uint32) (off, count uint64) {
+	le := binary.LittleEndian
+	ext := uint64(extOff)
 	size := uint64(len(data))
-	if off == 0 || off%4 != 0 || off+extensionHdrSize > size || le.Uint32(data[off:]) != extensionMagic {
-		return nil
+	if ext == 0 || ext%4 != 0 || ext+extensionHdrSize > size || le.Uint32(data[ext:]) != extensionMagic {
+		return 0, 0
 	}
-	count := uint64(le.Uint32(data[off+4:]))
-	if count > (size-off-extensionHdrSize)/extensionSecSize {
-		return nil
+	nsec := uint64(le.Uint32(data[ext+4:]))
+	if nsec > (size-ext-extensionHdrSize)/extensionSecSize {
+		return 0, 0
 	}
-	var hw []byte
-	for i := range count {
-		sec := data[off+extensionHdrSize+i*extensionSecSize:]
+	for i := range nsec {
+		sec := data[ext+extensionHdrSize+i*extensionSecSize:]
 		tag, secOff, secSize := le.Uint32(sec), uint64(le.Uint32(sec[8:])), uint64(le.Uint32(sec[12:]))
 		if secOff+secSize > size {
-			return nil
+			return 0, 0
 		}
 		if tag == tagGlibcHWCaps {
-			hw = data[secOff : secOff+secSize]
+			off, count = secOff, secSize/4
 			if secSize == 0 || secOff%4 != 0 || secSize%4 != 0 {
-				hw = nil
+				off, count = 0, 0
 			}
 		}
 	}
-	out := make([]uint32, len(hw)/4)
-	for i := range out {
-		out[i] = le.Uint32(hw[4*i:])
-	}
-	return out
-}
-
-// parseOld decodes an old-format cache of n entries whose string table
-// starts at strBase.
-func parseOld(data []byte, n, strBase int) ([]Entry, error) {
-	le := binary.LittleEndian
-	s := string(data)
-	entries := make([]Entry, n)
-	for i := range entries {
-		e := data[oldHeaderSize+i*oldEntrySize:]
-		key, value := le.Uint32(e[4:]), le.Uint32(e[8:])
-		k, ok1 := cstring(s, uint64(strBase)+uint64(key))
-		p, ok2 := cstring(s, uint64(strBase)+uint64(value))
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("%w: old-format entry %d: string offset %d or %d outside the file or unterminated", ErrFormat, i, key, value)
-		}
-		entries[i] = Entry{Key: k, Path: p, Flags: int32(le.Uint32(e[0:]))}
-	}
-	return entries, nil
+	return off, count
 }
 
 // Encode writes entries as a new-format cache, sorted the way ldconfig sorts
