@@ -283,43 +283,204 @@ func findHWCaps(data []byte, extOff uint32) (off, count uint64) {
 // priority 0 and never uses them. It fails only for strings with a NUL byte
 // or a cache larger than 4 GiB.
 func Encode(entries []Entry) ([]byte, error) {
-	if len(entries) > math.MaxInt32 {
-		return nil, fmt.Errorf("%d entries are more than a cache holds", len(entries))
+	return merge(view{}, entries)
+}
+
+// Merge returns the cache existing with add merged in: every existing entry
+// whose Key is not in add is kept as it is, glibc-hwcaps entries included;
+// those whose Key is in add are replaced, so an image's own libcuda.so.1
+// stub cannot shadow the host's. existing may be empty: an image without a
+// cache (busybox:glibc, distroless) gets one with only add, and its loader
+// still searches its default directories after the cache. An existing file
+// that is not a cache fails with ErrFormat.
+//
+// The result is Encode of the kept entries followed by add, but Merge
+// reads the kept ones in place: the hook merges on every container start,
+// in a fresh process where each new page costs a fault, and an Entry per
+// row plus a copy of the file cost about three times the cache's size.
+func Merge(existing []byte, add []Entry) ([]byte, error) {
+	var v view
+	if len(existing) > 0 {
+		var err error
+		if v, err = open(existing); err != nil {
+			return nil, err
+		}
 	}
-	// Sort indices, not entries: moving 4 bytes instead of 80 makes
+	return merge(v, add)
+}
+
+// noSub marks a row without a glibc-hwcaps subdirectory.
+const noSub = math.MaxUint64
+
+// merger holds the rows of the cache being written: row i < v.n is the
+// existing file's entry i, read in place, row v.n+j is add[j]. Strings
+// are named by an offset into the file, or past its end into extra,
+// which holds add's strings; both kinds are NUL-terminated.
+type merger struct {
+	v     view
+	add   []Entry
+	extra []byte
+	refs  []addRefs
+}
+
+// addRefs are where add[j]'s strings lie in extra, as merger offsets.
+type addRefs struct{ key, path, sub uint64 }
+
+// row is one entry of the cache being written.
+type row struct {
+	key, path, sub uint64 // sub is noSub for an ordinary entry
+	flags          int32
+	osVersion      uint32
+	hwcap          uint64
+}
+
+func merge(v view, add []Entry) ([]byte, error) {
+	// add's keys, sorted, to find the existing entries they replace
+	// without a map.
+	byKey := make([]int32, len(add))
+	for j := range byKey {
+		byKey[j] = int32(j)
+	}
+	slices.SortFunc(byKey, func(a, b int32) int { return strings.Compare(add[a].Key, add[b].Key) })
+	replaced := func(key []byte) bool {
+		lo, hi := 0, len(byKey)
+		for lo < hi {
+			h := int(uint(lo+hi) >> 1)
+			k := add[byKey[h]].Key
+			if string(key) == k {
+				return true
+			}
+			if string(key) > k {
+				lo = h + 1
+			} else {
+				hi = h
+			}
+		}
+		return false
+	}
+	// Sort indices, not entries: moving 4 bytes instead of a row makes
 	// merging a few entries into a large cache several times faster.
-	order := make([]int32, 0, len(entries))
-	var errs []error
-	for i, e := range entries {
-		if strings.IndexByte(e.Key, 0) >= 0 || strings.IndexByte(e.Path, 0) >= 0 || strings.IndexByte(e.HWCapsSubdir, 0) >= 0 {
-			errs = append(errs, fmt.Errorf("entry %d (%q): a NUL byte cannot be stored", i, e.Key))
+	order := make([]int32, 0, v.n+len(add))
+	kept := 0
+	for i := range v.n {
+		if replaced(v.str(v.key(i))) {
 			continue
 		}
-		if e.HWCapsSubdir == "" && isExtension(e.HWCap) {
+		kept++
+		if _, ok := v.subdir(i); !ok && isExtension(v.hwcap(i)) {
 			continue
 		}
 		order = append(order, int32(i))
 	}
+	if kept+len(add) > math.MaxInt32 {
+		return nil, fmt.Errorf("%d entries are more than a cache holds", kept+len(add))
+	}
+	var errs []error
+	size := 0
+	for j, e := range add {
+		if strings.IndexByte(e.Key, 0) >= 0 || strings.IndexByte(e.Path, 0) >= 0 || strings.IndexByte(e.HWCapsSubdir, 0) >= 0 {
+			errs = append(errs, fmt.Errorf("entry %d (%q): a NUL byte cannot be stored", kept+j, e.Key))
+		}
+		size += len(e.Key) + len(e.Path) + len(e.HWCapsSubdir) + 3
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	slices.SortStableFunc(order, func(i, j int32) int { return compare(&entries[i], &entries[j]) })
-	return layout(entries, order)
+	m := &merger{v: v, add: add, extra: make([]byte, 0, size), refs: make([]addRefs, len(add))}
+	base := uint64(len(v.data))
+	put := func(s string) uint64 {
+		off := base + uint64(len(m.extra))
+		m.extra = append(append(m.extra, s...), 0)
+		return off
+	}
+	for j, e := range add {
+		r := &m.refs[j]
+		r.key, r.path, r.sub = put(e.Key), put(e.Path), noSub
+		if e.HWCapsSubdir != "" {
+			r.sub = put(e.HWCapsSubdir)
+		} else if isExtension(e.HWCap) {
+			continue
+		}
+		order = append(order, int32(v.n+j))
+	}
+	slices.SortStableFunc(order, m.compare)
+	return m.layout(order)
+}
+
+// cstr returns the bytes from off to the end of its buffer; the string
+// ends at the first NUL.
+func (m *merger) cstr(off uint64) []byte {
+	if off < uint64(len(m.v.data)) {
+		return m.v.data[off:]
+	}
+	return m.extra[off-uint64(len(m.v.data)):]
+}
+
+// str returns the string at off.
+func (m *merger) str(off uint64) []byte {
+	s := m.cstr(off)
+	return s[:bytes.IndexByte(s, 0)]
+}
+
+// str returns the string at file offset off, which check has seen
+// terminated.
+func (v *view) str(off uint64) []byte {
+	s := v.data[off:]
+	return s[:bytes.IndexByte(s, 0)]
+}
+
+func (m *merger) key(i int32) uint64 {
+	if int(i) < m.v.n {
+		return m.v.key(int(i))
+	}
+	return m.refs[int(i)-m.v.n].key
+}
+
+func (m *merger) row(i int32) row {
+	if j := int(i) - m.v.n; j >= 0 {
+		e, r := &m.add[j], &m.refs[j]
+		return row{key: r.key, path: r.path, sub: r.sub, flags: e.Flags, osVersion: e.OSVersion, hwcap: e.HWCap}
+	}
+	v := &m.v
+	r := row{key: v.key(int(i)), path: v.path(int(i)), sub: noSub, flags: v.flags(int(i)), osVersion: v.osVersion(int(i)), hwcap: v.hwcap(int(i))}
+	if off, ok := v.subdir(int(i)); ok {
+		r.sub = off
+	}
+	return r
+}
+
+// compare is ldconfig's order for two rows; see compareBy.
+func (m *merger) compare(i, j int32) int {
+	if c := libcmp(m.cstr(m.key(j)), m.cstr(m.key(i))); c != 0 {
+		return c
+	}
+	a, b := m.row(i), m.row(j)
+	var aSub, bSub []byte
+	if a.sub != noSub && b.sub != noSub {
+		aSub, bSub = m.str(a.sub), m.str(b.sub)
+	}
+	return compareBy(a.flags, b.flags, a.sub != noSub, b.sub != noSub, aSub, bSub, a.hwcap, b.hwcap, a.osVersion, b.osVersion)
 }
 
 // compare is ldconfig's order (elf/cache.c compare, the glibc 2.33-2.36
 // version, whose extra tie-breakers are all zero for what later versions
-// write): descending by _dl_cache_libcmp of the names, then flags, then
-// glibc-hwcaps entries before the others, by subdirectory name, then the
-// most specific legacy hwcap and the highest OS version first.
+// write): descending by _dl_cache_libcmp of the names, then the rest as
+// compareBy says.
 func compare(a, b *Entry) int {
 	if c := libcmp(b.Key, a.Key); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(b.Flags, a.Flags); c != 0 {
+	return compareBy(a.Flags, b.Flags, a.HWCapsSubdir != "", b.HWCapsSubdir != "", a.HWCapsSubdir, b.HWCapsSubdir, a.HWCap, b.HWCap, a.OSVersion, b.OSVersion)
+}
+
+// compareBy is ldconfig's order after the names: flags, then glibc-hwcaps
+// entries (aExt, bExt) before the others, by subdirectory name, then the
+// most specific legacy hwcap and the highest OS version first. It serves
+// Entry values (S string) and rows read in place (S []byte) alike.
+func compareBy[S ~string | ~[]byte](aFlags, bFlags int32, aExt, bExt bool, aSub, bSub S, aHWCap, bHWCap uint64, aOS, bOS uint32) int {
+	if c := cmp.Compare(bFlags, aFlags); c != 0 {
 		return c
 	}
-	aExt, bExt := a.HWCapsSubdir != "", b.HWCapsSubdir != ""
 	if aExt != bExt {
 		if aExt {
 			return -1
@@ -328,35 +489,46 @@ func compare(a, b *Entry) int {
 	}
 	if aExt {
 		// A glibc-hwcaps entry has no legacy hwcap (ldconfig keeps 0 for it).
-		if c := strings.Compare(a.HWCapsSubdir, b.HWCapsSubdir); c != 0 {
+		if c := strcmp(aSub, bSub); c != 0 {
 			return c
 		}
 	} else {
-		if c := cmp.Compare(bits.OnesCount64(b.HWCap), bits.OnesCount64(a.HWCap)); c != 0 {
+		if c := cmp.Compare(bits.OnesCount64(bHWCap), bits.OnesCount64(aHWCap)); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(b.HWCap, a.HWCap); c != 0 {
+		if c := cmp.Compare(bHWCap, aHWCap); c != 0 {
 			return c
 		}
 	}
-	return cmp.Compare(b.OSVersion, a.OSVersion)
+	return cmp.Compare(bOS, aOS)
 }
 
-// libcmp is glibc's _dl_cache_libcmp, including its C details: runs of
-// digits compare as int numbers (wrapping like the C code), a digit sorts
-// after any other character, and other bytes compare as signed chars, as
-// they do on x86_64.
-func libcmp(a, b string) int {
+// strcmp is strings.Compare for either kind of string.
+func strcmp[S ~string | ~[]byte](a, b S) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] != b[i] {
+			return cmp.Compare(a[i], b[i])
+		}
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// libcmp is glibc's _dl_cache_libcmp on two NUL-terminated strings (the
+// end of the string or slice counts as a NUL), including its C details:
+// runs of digits compare as int numbers (wrapping like the C code), a
+// digit sorts after any other character, and other bytes compare as
+// signed chars, as they do on x86_64.
+func libcmp[S ~string | ~[]byte](a, b S) int {
 	i, j := 0, 0
-	for i < len(a) {
+	for at(a, i) != 0 {
 		ca, cb := a[i], at(b, j)
 		switch {
 		case isDigit(ca) && isDigit(cb):
 			var v1, v2 int32
-			for ; i < len(a) && isDigit(a[i]); i++ {
+			for ; isDigit(at(a, i)); i++ {
 				v1 = v1*10 + int32(a[i]-'0')
 			}
-			for ; j < len(b) && isDigit(b[j]); j++ {
+			for ; isDigit(at(b, j)); j++ {
 				v2 = v2*10 + int32(b[j]-'0')
 			}
 			if v1 != v2 {
@@ -376,7 +548,7 @@ func libcmp(a, b string) int {
 	return -int(int8(at(b, j)))
 }
 
-func at(s string, i int) byte {
+func at[S ~string | ~[]byte](s S, i int) byte {
 	if i < len(s) {
 		return s[i]
 	}
@@ -385,46 +557,39 @@ func at(s string, i int) byte {
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
-// layout writes entries in the given order as ldconfig does: header,
+// layout writes the rows in the given order as ldconfig does: header,
 // entries, string table, then the extension directory with the
 // glibc-hwcaps section (when there are such entries) and the generator
-// string.
-func layout(entries []Entry, order []int32) ([]byte, error) {
+// string. It measures the string table first, so the output is one
+// buffer of its final size, and then writes each row's entry and strings
+// in one pass.
+func (m *merger) layout(order []int32) ([]byte, error) {
 	// glibc-hwcaps subdirectories, sorted by strcmp: the loader merges
 	// this list with its own sorted list.
-	var subdirs []string
+	var subdirs []uint64
 	for _, i := range order {
-		if s := entries[i].HWCapsSubdir; s != "" {
-			subdirs = append(subdirs, s)
+		if r := m.row(i); r.sub != noSub {
+			subdirs = append(subdirs, r.sub)
 		}
 	}
-	slices.Sort(subdirs)
-	subdirs = slices.Compact(subdirs)
+	byName := func(a, b uint64) int { return bytes.Compare(m.str(a), m.str(b)) }
+	slices.SortFunc(subdirs, byName)
+	subdirs = slices.CompactFunc(subdirs, func(a, b uint64) bool { return byName(a, b) == 0 })
 
 	// String table: each path, then each key that is not the tail of its
-	// path (ldconfig shares those), then the subdirectory names. Offsets
-	// are relative to the table until the entries are written.
+	// path (ldconfig shares those), then the subdirectory names.
 	strStart := uint64(newHeaderSize + len(order)*newEntrySize)
-	type refs struct{ key, value uint64 }
-	rows := make([]refs, len(order))
 	var size uint64
-	add := func(s string) uint64 {
-		off := size
-		size += uint64(len(s)) + 1
-		return off
-	}
-	for i, j := range order {
-		r := &entries[j]
-		rows[i].value = add(r.Path)
-		if strings.HasSuffix(r.Path, r.Key) {
-			rows[i].key = rows[i].value + uint64(len(r.Path)-len(r.Key))
-		} else {
-			rows[i].key = add(r.Key)
+	for _, i := range order {
+		r := m.row(i)
+		p, k := m.str(r.path), m.str(r.key)
+		size += uint64(len(p)) + 1
+		if !bytes.HasSuffix(p, k) {
+			size += uint64(len(k)) + 1
 		}
 	}
-	subdirOff := make([]uint64, len(subdirs))
-	for i, s := range subdirs {
-		subdirOff[i] = add(s)
+	for _, s := range subdirs {
+		size += uint64(len(m.str(s))) + 1
 	}
 
 	extOff := (strStart + size + 3) &^ 3
@@ -446,31 +611,30 @@ func layout(entries []Entry, order []int32) ([]byte, error) {
 	le.PutUint32(out[offLenStrings:], uint32(size))
 	out[offFlags] = flagsEndianLittle
 	le.PutUint32(out[offExtension:], uint32(extOff))
-	for i, j := range order {
-		r := &entries[j]
-		p := out[newHeaderSize+i*newEntrySize:]
-		hwcap := r.HWCap
-		if r.HWCapsSubdir != "" {
-			idx, _ := slices.BinarySearch(subdirs, r.HWCapsSubdir)
-			hwcap = hwcapExtension | r.HWCap&(isaLevelMask<<32) | uint64(idx)
+	// next is where the next string goes, counted from the file start.
+	next := strStart
+	for n, i := range order {
+		r := m.row(i)
+		p, k := m.str(r.path), m.str(r.key)
+		value, key := next, next+uint64(len(p)-len(k))
+		copy(out[next:], p)
+		next += uint64(len(p)) + 1
+		if !bytes.HasSuffix(p, k) {
+			key = next
+			copy(out[next:], k)
+			next += uint64(len(k)) + 1
 		}
-		le.PutUint32(p[0:], uint32(r.Flags))
-		le.PutUint32(p[4:], uint32(strStart+rows[i].key))
-		le.PutUint32(p[8:], uint32(strStart+rows[i].value))
-		le.PutUint32(p[12:], r.OSVersion)
-		le.PutUint64(p[16:], hwcap)
-	}
-	// Write the strings where add placed them, in the same order.
-	str := out[strStart:]
-	for i, j := range order {
-		r := &entries[j]
-		copy(str[rows[i].value:], r.Path)
-		if !strings.HasSuffix(r.Path, r.Key) {
-			copy(str[rows[i].key:], r.Key)
+		hwcap := r.hwcap
+		if r.sub != noSub {
+			idx, _ := slices.BinarySearchFunc(subdirs, m.str(r.sub), func(s uint64, name []byte) int { return bytes.Compare(m.str(s), name) })
+			hwcap = hwcapExtension | r.hwcap&(isaLevelMask<<32) | uint64(idx)
 		}
-	}
-	for i, s := range subdirs {
-		copy(str[subdirOff[i]:], s)
+		e := out[newHeaderSize+n*newEntrySize:]
+		le.PutUint32(e[0:], uint32(r.flags))
+		le.PutUint32(e[4:], uint32(key))
+		le.PutUint32(e[8:], uint32(value))
+		le.PutUint32(e[12:], r.osVersion)
+		le.PutUint64(e[16:], hwcap)
 	}
 
 	x := out[extOff:]
@@ -485,35 +649,15 @@ func layout(entries []Entry, order []int32) ([]byte, error) {
 		le.PutUint32(sec[0:], tagGlibcHWCaps)
 		le.PutUint32(sec[8:], uint32(hwcapsOff))
 		le.PutUint32(sec[12:], uint32(4*len(subdirs)))
-		for i, off := range subdirOff {
+		for n, s := range subdirs {
 			// In a new-format file the header is the file start, so
 			// these offsets mean the same to every reader.
-			le.PutUint32(out[hwcapsOff+uint64(4*i):], uint32(strStart+off))
+			le.PutUint32(out[hwcapsOff+uint64(4*n):], uint32(next))
+			name := m.str(s)
+			copy(out[next:], name)
+			next += uint64(len(name)) + 1
 		}
 	}
 	copy(out[genOff:], generator)
 	return out, nil
-}
-
-// Merge returns the cache existing with add merged in: every existing entry
-// whose Key is not in add is kept as it is, glibc-hwcaps entries included;
-// those whose Key is in add are replaced, so an image's own libcuda.so.1
-// stub cannot shadow the host's. existing may be empty: an image without a
-// cache (busybox:glibc, distroless) gets one with only add, and its loader
-// still searches its default directories after the cache. An existing file
-// that is not a cache fails with ErrFormat.
-func Merge(existing []byte, add []Entry) ([]byte, error) {
-	var old []Entry
-	if len(existing) > 0 {
-		var err error
-		if old, err = Parse(existing); err != nil {
-			return nil, err
-		}
-	}
-	replaced := make(map[string]bool, len(add))
-	for _, e := range add {
-		replaced[e.Key] = true
-	}
-	kept := slices.DeleteFunc(old, func(e Entry) bool { return replaced[e.Key] })
-	return Encode(append(kept, add...))
 }
