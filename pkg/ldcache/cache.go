@@ -90,22 +90,27 @@ func isExtension(hwcap uint64) bool {
 // one inside (what ldconfig wrote by default before glibc 2.32), or the old
 // format alone. Entries come back in file order, which is lookup order.
 func Parse(data []byte) ([]Entry, error) {
-	v, err := open(data)
+	v, err := openHeader(data)
 	if err != nil {
 		return nil, err
 	}
-	// One copy of the file; every string is a substring of it.
+	// One copy of the file; every string is a substring of it. The
+	// strings are checked here, as they are cut, instead of by check.
 	s := string(data)
 	entries := make([]Entry, v.n)
 	for i := range entries {
-		k, p := v.key(i), v.path(i)
+		k, ok1 := cstring(s, v.key(i))
+		p, ok2 := cstring(s, v.path(i))
+		if !ok1 || !ok2 {
+			return nil, v.badEntry(i)
+		}
 		var sub string
-		if off, ok := v.subdir(i); ok {
-			sub = s[off : off+uint64(bytes.IndexByte(data[off:], 0))]
+		if off, ok := v.subdirOffset(i); ok {
+			sub, _ = cstring(s, off)
 		}
 		entries[i] = Entry{
-			Key:          s[k : k+uint64(bytes.IndexByte(data[k:], 0))],
-			Path:         s[p : p+uint64(bytes.IndexByte(data[p:], 0))],
+			Key:          k,
+			Path:         p,
 			Flags:        v.flags(i),
 			OSVersion:    v.osVersion(i),
 			HWCap:        v.hwcap(i),
@@ -131,11 +136,32 @@ type view struct {
 	hwOff, hwCount uint64
 }
 
+// cstring returns the NUL-terminated string at off in s.
+func cstring(s string, off uint64) (string, bool) {
+	if off >= uint64(len(s)) {
+		return "", false
+	}
+	end := strings.IndexByte(s[off:], 0)
+	if end < 0 {
+		return "", false
+	}
+	return s[off : off+uint64(end)], true
+}
+
 // open checks data as Parse promises: the magic, the header, the entry
 // count against the size and every key and value against the file's end
 // and a NUL terminator. Hostile images reach here: every offset is
 // checked before anything reads through it.
 func open(data []byte) (view, error) {
+	v, err := openHeader(data)
+	if err != nil {
+		return view{}, err
+	}
+	return v, v.check()
+}
+
+// openHeader checks all of data but the entries' strings.
+func openHeader(data []byte) (view, error) {
 	switch {
 	case bytes.HasPrefix(data, []byte(magicNew)):
 		return openNew(data, 0)
@@ -154,8 +180,7 @@ func open(data []byte) (view, error) {
 		if base+newHeaderSize <= len(data) && bytes.HasPrefix(data[base:], []byte(magicNew)) {
 			return openNew(data, base)
 		}
-		v := view{data: data, n: int(n), table: oldHeaderSize, entSize: oldEntrySize, strBase: uint64(end)}
-		return v, v.check("old-format entry")
+		return view{data: data, n: int(n), table: oldHeaderSize, entSize: oldEntrySize, strBase: uint64(end)}, nil
 	default:
 		return view{}, fmt.Errorf("%w: no %q or %q magic at the start", ErrFormat, magicNew, magicOld)
 	}
@@ -178,20 +203,28 @@ func openNew(data []byte, base int) (view, error) {
 	}
 	v := view{data: data, n: int(n), table: base + newHeaderSize, entSize: newEntrySize, strBase: uint64(base)}
 	v.hwOff, v.hwCount = findHWCaps(data, le.Uint32(d[offExtension:]))
-	return v, v.check("entry")
+	return v, nil
 }
 
 // check fails on the first entry whose key or value is not a
 // NUL-terminated string inside the file.
-func (v *view) check(what string) error {
+func (v *view) check() error {
 	for i := range v.n {
-		e := v.entry(i)
-		key, value := binary.LittleEndian.Uint32(e[4:]), binary.LittleEndian.Uint32(e[8:])
-		if !v.terminated(v.strBase+uint64(key)) || !v.terminated(v.strBase+uint64(value)) {
-			return fmt.Errorf("%w: %s %d: string offset %d or %d outside the file or unterminated", ErrFormat, what, i, key, value)
+		if !v.terminated(v.key(i)) || !v.terminated(v.path(i)) {
+			return v.badEntry(i)
 		}
 	}
 	return nil
+}
+
+// badEntry is the error for entry i's key or value.
+func (v *view) badEntry(i int) error {
+	what := "entry"
+	if v.entSize == oldEntrySize {
+		what = "old-format entry"
+	}
+	e := v.entry(i)
+	return fmt.Errorf("%w: %s %d: string offset %d or %d outside the file or unterminated", ErrFormat, what, i, binary.LittleEndian.Uint32(e[4:]), binary.LittleEndian.Uint32(e[8:]))
 }
 
 // terminated reports whether a NUL-terminated string starts at off.
@@ -234,15 +267,22 @@ func (v *view) hwcap(i int) uint64 {
 // differs only in old+new files; there the loader already sees a wrong
 // name and never picks the entry, and so does the cache we write.)
 func (v *view) subdir(i int) (uint64, bool) {
+	off, ok := v.subdirOffset(i)
+	if !ok || !v.terminated(off) || v.data[off] == 0 {
+		return 0, false
+	}
+	return off, true
+}
+
+// subdirOffset returns the file offset entry i's glibc-hwcaps section
+// element holds, unchecked, and false for an ordinary entry and one
+// whose index lies outside the section.
+func (v *view) subdirOffset(i int) (uint64, bool) {
 	hwcap := v.hwcap(i)
 	if !isExtension(hwcap) || uint64(uint32(hwcap)) >= v.hwCount {
 		return 0, false
 	}
-	off := uint64(binary.LittleEndian.Uint32(v.data[v.hwOff+4*uint64(uint32(hwcap)):]))
-	if !v.terminated(off) || v.data[off] == 0 {
-		return 0, false
-	}
-	return off, true
+	return uint64(binary.LittleEndian.Uint32(v.data[v.hwOff+4*uint64(uint32(hwcap)):])), true
 }
 
 // findHWCaps returns where the glibc-hwcaps section's string offsets lie
