@@ -374,6 +374,9 @@ type row struct {
 	hwcap          uint64
 }
 
+// merge is Encode of v's entries whose keys add does not replace,
+// followed by add: the index an error names counts the kept entries
+// first, as Encode of that slice would.
 func merge(v view, add []Entry) ([]byte, error) {
 	// add's keys, sorted, to find the existing entries they replace
 	// without a map.
