@@ -134,6 +134,11 @@ type view struct {
 	// hwOff is the file offset of the glibc-hwcaps section's hwCount
 	// string offsets.
 	hwOff, hwCount uint64
+	// lastNUL is the offset of the file's last NUL byte, -1 for none: a
+	// string starting at or before it is terminated, which check then
+	// learns without scanning each string (a hostile file points many
+	// entries into one long run of bytes).
+	lastNUL int
 }
 
 // cstring returns the NUL-terminated string at off in s.
@@ -162,6 +167,16 @@ func open(data []byte) (view, error) {
 
 // openHeader checks all of data but the entries' strings.
 func openHeader(data []byte) (view, error) {
+	v, err := openLayout(data)
+	if err != nil {
+		return view{}, err
+	}
+	v.lastNUL = bytes.LastIndexByte(data, 0)
+	return v, nil
+}
+
+// openLayout finds the format, the entry table and the sections.
+func openLayout(data []byte) (view, error) {
 	switch {
 	case bytes.HasPrefix(data, []byte(magicNew)):
 		return openNew(data, 0)
@@ -229,7 +244,7 @@ func (v *view) badEntry(i int) error {
 
 // terminated reports whether a NUL-terminated string starts at off.
 func (v *view) terminated(off uint64) bool {
-	return off < uint64(len(v.data)) && bytes.IndexByte(v.data[off:], 0) >= 0
+	return off < uint64(len(v.data)) && int64(off) <= int64(v.lastNUL)
 }
 
 func (v *view) entry(i int) []byte { return v.data[v.table+i*v.entSize:] }
@@ -385,7 +400,19 @@ func merge(v view, add []Entry) ([]byte, error) {
 		byKey[j] = int32(j)
 	}
 	slices.SortFunc(byKey, func(a, b int32) int { return strings.Compare(add[a].Key, add[b].Key) })
-	replaced := func(key []byte) bool {
+	// replaced compares the key at file offset off with add's keys
+	// through at most one byte more than the longest of them: a longer
+	// key orders the same as that prefix of it and matches none.
+	maxKey := 0
+	for _, e := range add {
+		maxKey = max(maxKey, len(e.Key))
+	}
+	replaced := func(off uint64) bool {
+		key := v.data[off:]
+		key = key[:min(len(key), maxKey+1)]
+		if end := bytes.IndexByte(key, 0); end >= 0 {
+			key = key[:end]
+		}
 		lo, hi := 0, len(byKey)
 		for lo < hi {
 			h := int(uint(lo+hi) >> 1)
@@ -406,7 +433,7 @@ func merge(v view, add []Entry) ([]byte, error) {
 	order := make([]int32, 0, v.n+len(add))
 	kept := 0
 	for i := range v.n {
-		if replaced(v.str(v.key(i))) {
+		if replaced(v.key(i)) {
 			continue
 		}
 		kept++

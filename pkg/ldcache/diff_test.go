@@ -108,7 +108,10 @@ func TestMergeMatchesReference(t *testing.T) {
 			adds := map[string][]Entry{
 				"wsl":     wslAdd(),
 				"nothing": nil,
-				"NUL":     append(wslAdd(), Entry{Key: "libbad.so\x00", Path: "/x"}, Entry{Key: "libok.so", Path: "/y\x00"}),
+				// A prefix of existing keys (libfoo.so.2, libc.so.6)
+				// replaces none of them.
+				"prefix": {{Key: "libfoo.so", Path: "/usr/lib/wsl/lib/libfoo.so", Flags: FlagX8664Libc6}, {Key: "libc.so", Path: "/x/libc.so", Flags: FlagX8664Libc6}},
+				"NUL":    append(wslAdd(), Entry{Key: "libbad.so\x00", Path: "/x"}, Entry{Key: "libok.so", Path: "/y\x00"}),
 				"hwcaps": append(wslAdd(), Entry{Key: "libh.so.1", Path: "/usr/lib/wsl/lib/v3/libh.so.1", Flags: FlagX8664Libc6, HWCap: hwcapExtension | 3<<32 | 7, HWCapsSubdir: "x86-64-v3"},
 					Entry{Key: "libdrop.so.1", Path: "/drop", Flags: FlagX8664Libc6, HWCap: hwcapExtension}),
 			}
@@ -134,7 +137,8 @@ func TestMergeMatchesReference(t *testing.T) {
 				}
 			}
 			for i := 0; i+4 <= len(data) && i < 48+24*64; i += 4 {
-				for _, v := range []uint32{0, 1, 0xffffffff, uint32(len(data)), uint32(len(data) - 1), 0x40000000, 0xeaa42174} {
+				last := uint32(bytes.LastIndexByte(data, 0))
+				for _, v := range []uint32{0, 1, 0xffffffff, uint32(len(data)), uint32(len(data) - 1), last, last + 1, 0x40000000, 0xeaa42174} {
 					c := bytes.Clone(data)
 					binary.LittleEndian.PutUint32(c[i:], v)
 					sameResult(t, c, wslAdd())
