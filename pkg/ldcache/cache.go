@@ -90,28 +90,55 @@ func isExtension(hwcap uint64) bool {
 // one inside (what ldconfig wrote by default before glibc 2.32), or the old
 // format alone. Entries come back in file order, which is lookup order.
 func Parse(data []byte) ([]Entry, error) {
-	switch {
-	case bytes.HasPrefix(data, []byte(magicNew)):
-		return parseNew(data, 0)
-	case bytes.HasPrefix(data, []byte(magicOld)):
-		if len(data) < oldHeaderSize {
-			return nil, fmt.Errorf("%w: %d bytes end inside the old-format header", ErrFormat, len(data))
-		}
-		n := binary.LittleEndian.Uint32(data[12:])
-		if uint64(n) > uint64(len(data)-oldHeaderSize)/oldEntrySize {
-			return nil, fmt.Errorf("%w: %d old-format entries do not fit in %d bytes", ErrFormat, n, len(data))
-		}
-		// The new format hides in the old string table, 8-byte aligned
-		// (ALIGN_CACHE); the loader then uses only the new part.
-		end := oldHeaderSize + int(n)*oldEntrySize
-		base := (end + 7) &^ 7
-		if base+newHeaderSize <= len(data) && bytes.HasPrefix(data[base:], []byte(magicNew)) {
-			return parseNew(data, base)
-		}
-		return parseOld(data, int(n), end)
-	default:
-		return nil, fmt.Errorf("%w: no %q or %q magic at the start", ErrFormat, magicNew, magicOld)
+	v, err := openHeader(data)
+	if err != nil {
+		return nil, err
 	}
+	// One copy of the file; every string is a substring of it. The
+	// strings are checked here, as they are cut, instead of by check.
+	s := string(data)
+	entries := make([]Entry, v.n)
+	for i := range entries {
+		k, ok1 := cstring(s, v.key(i))
+		p, ok2 := cstring(s, v.path(i))
+		if !ok1 || !ok2 {
+			return nil, v.badEntry(i)
+		}
+		var sub string
+		if off, ok := v.subdirOffset(i); ok {
+			sub, _ = cstring(s, off)
+		}
+		entries[i] = Entry{
+			Key:          k,
+			Path:         p,
+			Flags:        v.flags(i),
+			OSVersion:    v.osVersion(i),
+			HWCap:        v.hwcap(i),
+			HWCapsSubdir: sub,
+		}
+	}
+	return entries, nil
+}
+
+// view is a cache checked as the loader needs it, read in place: Merge
+// works on the image's bytes without copying them or building an Entry
+// for each of its rows.
+type view struct {
+	data []byte
+	// n entries of entSize bytes start at table; the old format alone
+	// has 12-byte entries without osversion and hwcap.
+	n, table, entSize int
+	// strBase is where key and value offsets count from: the new
+	// header, or the old string table.
+	strBase uint64
+	// hwOff is the file offset of the glibc-hwcaps section's hwCount
+	// string offsets.
+	hwOff, hwCount uint64
+	// lastNUL is the offset of the file's last NUL byte, -1 for none: a
+	// string starting at or before it is terminated, which check then
+	// learns without scanning each string (a hostile file points many
+	// entries into one long run of bytes).
+	lastNUL int
 }
 
 // cstring returns the NUL-terminated string at off in s.
@@ -126,108 +153,182 @@ func cstring(s string, off uint64) (string, bool) {
 	return s[off : off+uint64(end)], true
 }
 
-// parseNew decodes the new format whose header starts at base. String
+// open checks data as Parse promises: the magic, the header, the entry
+// count against the size and every key and value against the file's end
+// and a NUL terminator. Hostile images reach here: every offset is
+// checked before anything reads through it.
+func open(data []byte) (view, error) {
+	v, err := openHeader(data)
+	if err != nil {
+		return view{}, err
+	}
+	return v, v.check()
+}
+
+// openHeader checks all of data but the entries' strings.
+func openHeader(data []byte) (view, error) {
+	v, err := openLayout(data)
+	if err != nil {
+		return view{}, err
+	}
+	v.lastNUL = bytes.LastIndexByte(data, 0)
+	return v, nil
+}
+
+// openLayout finds the format, the entry table and the sections.
+func openLayout(data []byte) (view, error) {
+	switch {
+	case bytes.HasPrefix(data, []byte(magicNew)):
+		return openNew(data, 0)
+	case bytes.HasPrefix(data, []byte(magicOld)):
+		if len(data) < oldHeaderSize {
+			return view{}, fmt.Errorf("%w: %d bytes end inside the old-format header", ErrFormat, len(data))
+		}
+		n := binary.LittleEndian.Uint32(data[12:])
+		if uint64(n) > uint64(len(data)-oldHeaderSize)/oldEntrySize {
+			return view{}, fmt.Errorf("%w: %d old-format entries do not fit in %d bytes", ErrFormat, n, len(data))
+		}
+		// The new format hides in the old string table, 8-byte aligned
+		// (ALIGN_CACHE); the loader then uses only the new part.
+		end := oldHeaderSize + int(n)*oldEntrySize
+		base := (end + 7) &^ 7
+		if base+newHeaderSize <= len(data) && bytes.HasPrefix(data[base:], []byte(magicNew)) {
+			return openNew(data, base)
+		}
+		return view{data: data, n: int(n), table: oldHeaderSize, entSize: oldEntrySize, strBase: uint64(end)}, nil
+	default:
+		return view{}, fmt.Errorf("%w: no %q or %q magic at the start", ErrFormat, magicNew, magicOld)
+	}
+}
+
+// openNew opens the new format whose header starts at base. String
 // offsets count from that header; extension offsets from the file start.
-func parseNew(data []byte, base int) ([]Entry, error) {
+func openNew(data []byte, base int) (view, error) {
 	d := data[base:]
 	if len(d) < newHeaderSize {
-		return nil, fmt.Errorf("%w: %d bytes end inside the header", ErrFormat, len(d))
+		return view{}, fmt.Errorf("%w: %d bytes end inside the header", ErrFormat, len(d))
 	}
 	le := binary.LittleEndian
 	if f := d[offFlags]; f != 0 && f&flagsEndianMask != flagsEndianLittle {
-		return nil, fmt.Errorf("%w: header flags %#x say it is not little-endian", ErrFormat, f)
+		return view{}, fmt.Errorf("%w: header flags %#x say it is not little-endian", ErrFormat, f)
 	}
 	n := le.Uint32(d[offNlibs:])
 	if uint64(n) > uint64(len(d)-newHeaderSize)/newEntrySize {
-		return nil, fmt.Errorf("%w: %d entries do not fit in %d bytes", ErrFormat, n, len(d))
+		return view{}, fmt.Errorf("%w: %d entries do not fit in %d bytes", ErrFormat, n, len(d))
 	}
-	// One copy of the file; every string is a substring of it.
-	s := string(data)
-	hwcaps := loadHWCaps(data, le.Uint32(d[offExtension:]))
-	entries := make([]Entry, n)
-	for i := range entries {
-		e := d[newHeaderSize+i*newEntrySize:]
-		key, value := le.Uint32(e[4:]), le.Uint32(e[8:])
-		k, ok1 := cstring(s, uint64(base)+uint64(key))
-		p, ok2 := cstring(s, uint64(base)+uint64(value))
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("%w: entry %d: string offset %d or %d outside the file or unterminated", ErrFormat, i, key, value)
-		}
-		hwcap := le.Uint64(e[16:])
-		var sub string
-		if isExtension(hwcap) && uint64(uint32(hwcap)) < uint64(len(hwcaps)) {
-			// Name offsets count from the file start, as the loader and
-			// ldconfig -p read them. (ldconfig writes them relative to the
-			// new header, which differs only in old+new files; there the
-			// loader already sees a wrong name and never picks the entry,
-			// and so does the cache we write.)
-			sub, _ = cstring(s, uint64(hwcaps[uint32(hwcap)]))
-		}
-		entries[i] = Entry{
-			Key:          k,
-			Path:         p,
-			Flags:        int32(le.Uint32(e[0:])),
-			OSVersion:    le.Uint32(e[12:]),
-			HWCap:        hwcap,
-			HWCapsSubdir: sub,
-		}
-	}
-	return entries, nil
+	v := view{data: data, n: int(n), table: base + newHeaderSize, entSize: newEntrySize, strBase: uint64(base)}
+	v.hwOff, v.hwCount = findHWCaps(data, le.Uint32(d[offExtension:]))
+	return v, nil
 }
 
-// loadHWCaps returns the string offsets of the glibc-hwcaps section, nil
-// when the file has none or its extension directory is malformed: like
-// cache_extension_load, a bad extension costs the glibc-hwcaps entries,
-// not the cache.
-func loadHWCaps(data []byte, extOff uint32) []uint32 {
+// check fails on the first entry whose key or value is not a
+// NUL-terminated string inside the file.
+func (v *view) check() error {
+	for i := range v.n {
+		if !v.terminated(v.key(i)) || !v.terminated(v.path(i)) {
+			return v.badEntry(i)
+		}
+	}
+	return nil
+}
+
+// badEntry is the error for entry i's key or value.
+func (v *view) badEntry(i int) error {
+	what := "entry"
+	if v.entSize == oldEntrySize {
+		what = "old-format entry"
+	}
+	e := v.entry(i)
+	return fmt.Errorf("%w: %s %d: string offset %d or %d outside the file or unterminated", ErrFormat, what, i, binary.LittleEndian.Uint32(e[4:]), binary.LittleEndian.Uint32(e[8:]))
+}
+
+// terminated reports whether a NUL-terminated string starts at off.
+func (v *view) terminated(off uint64) bool {
+	return off < uint64(len(v.data)) && int64(off) <= int64(v.lastNUL)
+}
+
+func (v *view) entry(i int) []byte { return v.data[v.table+i*v.entSize:] }
+
+func (v *view) flags(i int) int32 { return int32(binary.LittleEndian.Uint32(v.entry(i))) }
+
+// key and path return file offsets of strings check has seen terminated.
+func (v *view) key(i int) uint64 {
+	return v.strBase + uint64(binary.LittleEndian.Uint32(v.entry(i)[4:]))
+}
+
+func (v *view) path(i int) uint64 {
+	return v.strBase + uint64(binary.LittleEndian.Uint32(v.entry(i)[8:]))
+}
+
+func (v *view) osVersion(i int) uint32 {
+	if v.entSize == oldEntrySize {
+		return 0
+	}
+	return binary.LittleEndian.Uint32(v.entry(i)[12:])
+}
+
+func (v *view) hwcap(i int) uint64 {
+	if v.entSize == oldEntrySize {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(v.entry(i)[16:])
+}
+
+// subdir returns the file offset of entry i's glibc-hwcaps subdirectory
+// name, and false for an ordinary entry and for one whose name cannot be
+// read or is empty: Encode drops those, as the loader never uses them.
+// Name offsets count from the file start, as the loader and ldconfig -p
+// read them. (ldconfig writes them relative to the new header, which
+// differs only in old+new files; there the loader already sees a wrong
+// name and never picks the entry, and so does the cache we write.)
+func (v *view) subdir(i int) (uint64, bool) {
+	off, ok := v.subdirOffset(i)
+	if !ok || !v.terminated(off) || v.data[off] == 0 {
+		return 0, false
+	}
+	return off, true
+}
+
+// subdirOffset returns the file offset entry i's glibc-hwcaps section
+// element holds, unchecked, and false for an ordinary entry and one
+// whose index lies outside the section.
+func (v *view) subdirOffset(i int) (uint64, bool) {
+	hwcap := v.hwcap(i)
+	if !isExtension(hwcap) || uint64(uint32(hwcap)) >= v.hwCount {
+		return 0, false
+	}
+	return uint64(binary.LittleEndian.Uint32(v.data[v.hwOff+4*uint64(uint32(hwcap)):])), true
+}
+
+// findHWCaps returns where the glibc-hwcaps section's string offsets lie
+// and how many there are, none when the file has no such section or its
+// extension directory is malformed: like cache_extension_load, a bad
+// extension costs the glibc-hwcaps entries, not the cache.
+func findHWCaps(data []byte, extOff uint32) (off, count uint64) {
 	le := binary.LittleEndian
-	off := uint64(extOff)
+	ext := uint64(extOff)
 	size := uint64(len(data))
-	if off == 0 || off%4 != 0 || off+extensionHdrSize > size || le.Uint32(data[off:]) != extensionMagic {
-		return nil
+	if ext == 0 || ext%4 != 0 || ext+extensionHdrSize > size || le.Uint32(data[ext:]) != extensionMagic {
+		return 0, 0
 	}
-	count := uint64(le.Uint32(data[off+4:]))
-	if count > (size-off-extensionHdrSize)/extensionSecSize {
-		return nil
+	nsec := uint64(le.Uint32(data[ext+4:]))
+	if nsec > (size-ext-extensionHdrSize)/extensionSecSize {
+		return 0, 0
 	}
-	var hw []byte
-	for i := range count {
-		sec := data[off+extensionHdrSize+i*extensionSecSize:]
+	for i := range nsec {
+		sec := data[ext+extensionHdrSize+i*extensionSecSize:]
 		tag, secOff, secSize := le.Uint32(sec), uint64(le.Uint32(sec[8:])), uint64(le.Uint32(sec[12:]))
 		if secOff+secSize > size {
-			return nil
+			return 0, 0
 		}
 		if tag == tagGlibcHWCaps {
-			hw = data[secOff : secOff+secSize]
+			off, count = secOff, secSize/4
 			if secSize == 0 || secOff%4 != 0 || secSize%4 != 0 {
-				hw = nil
+				off, count = 0, 0
 			}
 		}
 	}
-	out := make([]uint32, len(hw)/4)
-	for i := range out {
-		out[i] = le.Uint32(hw[4*i:])
-	}
-	return out
-}
-
-// parseOld decodes an old-format cache of n entries whose string table
-// starts at strBase.
-func parseOld(data []byte, n, strBase int) ([]Entry, error) {
-	le := binary.LittleEndian
-	s := string(data)
-	entries := make([]Entry, n)
-	for i := range entries {
-		e := data[oldHeaderSize+i*oldEntrySize:]
-		key, value := le.Uint32(e[4:]), le.Uint32(e[8:])
-		k, ok1 := cstring(s, uint64(strBase)+uint64(key))
-		p, ok2 := cstring(s, uint64(strBase)+uint64(value))
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("%w: old-format entry %d: string offset %d or %d outside the file or unterminated", ErrFormat, i, key, value)
-		}
-		entries[i] = Entry{Key: k, Path: p, Flags: int32(le.Uint32(e[0:]))}
-	}
-	return entries, nil
+	return off, count
 }
 
 // Encode writes entries as a new-format cache, sorted the way ldconfig sorts
@@ -237,43 +338,219 @@ func parseOld(data []byte, n, strBase int) ([]Entry, error) {
 // priority 0 and never uses them. It fails only for strings with a NUL byte
 // or a cache larger than 4 GiB.
 func Encode(entries []Entry) ([]byte, error) {
-	if len(entries) > math.MaxInt32 {
-		return nil, fmt.Errorf("%d entries are more than a cache holds", len(entries))
+	return merge(view{}, entries)
+}
+
+// Merge returns the cache existing with add merged in: every existing entry
+// whose Key is not in add is kept as it is, glibc-hwcaps entries included;
+// those whose Key is in add are replaced, so an image's own libcuda.so.1
+// stub cannot shadow the host's. existing may be empty: an image without a
+// cache (busybox:glibc, distroless) gets one with only add, and its loader
+// still searches its default directories after the cache. An existing file
+// that is not a cache fails with ErrFormat.
+//
+// The result is Encode of the kept entries followed by add, but Merge
+// reads the kept ones in place: the hook merges on every container start,
+// in a fresh process where each new page costs a fault, and an Entry per
+// row plus a copy of the file cost about three times the cache's size.
+func Merge(existing []byte, add []Entry) ([]byte, error) {
+	var v view
+	if len(existing) > 0 {
+		var err error
+		if v, err = open(existing); err != nil {
+			return nil, err
+		}
 	}
-	// Sort indices, not entries: moving 4 bytes instead of 80 makes
+	return merge(v, add)
+}
+
+// noSub marks a row without a glibc-hwcaps subdirectory.
+const noSub = math.MaxUint64
+
+// merger holds the rows of the cache being written: row i < v.n is the
+// existing file's entry i, read in place, row v.n+j is add[j]. Strings
+// are named by an offset into the file, or past its end into extra,
+// which holds add's strings; both kinds are NUL-terminated.
+type merger struct {
+	v     view
+	add   []Entry
+	extra []byte
+	refs  []addRefs
+}
+
+// addRefs are where add[j]'s strings lie in extra, as merger offsets.
+type addRefs struct{ key, path, sub uint64 }
+
+// row is one entry of the cache being written.
+type row struct {
+	key, path, sub uint64 // sub is noSub for an ordinary entry
+	flags          int32
+	osVersion      uint32
+	hwcap          uint64
+}
+
+// merge is Encode of v's entries whose keys add does not replace,
+// followed by add: the index an error names counts the kept entries
+// first, as Encode of that slice would.
+func merge(v view, add []Entry) ([]byte, error) {
+	// add's keys, sorted, to find the existing entries they replace
+	// without a map.
+	byKey := make([]int32, len(add))
+	for j := range byKey {
+		byKey[j] = int32(j)
+	}
+	slices.SortFunc(byKey, func(a, b int32) int { return strings.Compare(add[a].Key, add[b].Key) })
+	// replaced compares the key at file offset off with add's keys
+	// through at most one byte more than the longest of them: a longer
+	// key orders the same as that prefix of it and matches none.
+	maxKey := 0
+	for _, e := range add {
+		maxKey = max(maxKey, len(e.Key))
+	}
+	replaced := func(off uint64) bool {
+		key := v.data[off:]
+		key = key[:min(len(key), maxKey+1)]
+		if end := bytes.IndexByte(key, 0); end >= 0 {
+			key = key[:end]
+		}
+		lo, hi := 0, len(byKey)
+		for lo < hi {
+			h := int(uint(lo+hi) >> 1)
+			k := add[byKey[h]].Key
+			if string(key) == k {
+				return true
+			}
+			if string(key) > k {
+				lo = h + 1
+			} else {
+				hi = h
+			}
+		}
+		return false
+	}
+	// Sort indices, not entries: moving 4 bytes instead of a row makes
 	// merging a few entries into a large cache several times faster.
-	order := make([]int32, 0, len(entries))
-	var errs []error
-	for i, e := range entries {
-		if strings.IndexByte(e.Key, 0) >= 0 || strings.IndexByte(e.Path, 0) >= 0 || strings.IndexByte(e.HWCapsSubdir, 0) >= 0 {
-			errs = append(errs, fmt.Errorf("entry %d (%q): a NUL byte cannot be stored", i, e.Key))
+	order := make([]int32, 0, v.n+len(add))
+	kept := 0
+	for i := range v.n {
+		if replaced(v.key(i)) {
 			continue
 		}
-		if e.HWCapsSubdir == "" && isExtension(e.HWCap) {
+		kept++
+		if _, ok := v.subdir(i); !ok && isExtension(v.hwcap(i)) {
 			continue
 		}
 		order = append(order, int32(i))
 	}
+	if kept+len(add) > math.MaxInt32 {
+		return nil, fmt.Errorf("%d entries are more than a cache holds", kept+len(add))
+	}
+	var errs []error
+	size := 0
+	for j, e := range add {
+		if strings.IndexByte(e.Key, 0) >= 0 || strings.IndexByte(e.Path, 0) >= 0 || strings.IndexByte(e.HWCapsSubdir, 0) >= 0 {
+			errs = append(errs, fmt.Errorf("entry %d (%q): a NUL byte cannot be stored", kept+j, e.Key))
+		}
+		size += len(e.Key) + len(e.Path) + len(e.HWCapsSubdir) + 3
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	slices.SortStableFunc(order, func(i, j int32) int { return compare(&entries[i], &entries[j]) })
-	return layout(entries, order)
+	m := &merger{v: v, add: add, extra: make([]byte, 0, size), refs: make([]addRefs, len(add))}
+	base := uint64(len(v.data))
+	put := func(s string) uint64 {
+		off := base + uint64(len(m.extra))
+		m.extra = append(append(m.extra, s...), 0)
+		return off
+	}
+	for j, e := range add {
+		r := &m.refs[j]
+		r.key, r.path, r.sub = put(e.Key), put(e.Path), noSub
+		if e.HWCapsSubdir != "" {
+			r.sub = put(e.HWCapsSubdir)
+		} else if isExtension(e.HWCap) {
+			continue
+		}
+		order = append(order, int32(v.n+j))
+	}
+	slices.SortStableFunc(order, m.compare)
+	return m.layout(order)
+}
+
+// cstr returns the bytes from off to the end of its buffer; the string
+// ends at the first NUL.
+func (m *merger) cstr(off uint64) []byte {
+	if off < uint64(len(m.v.data)) {
+		return m.v.data[off:]
+	}
+	return m.extra[off-uint64(len(m.v.data)):]
+}
+
+// str returns the string at off.
+func (m *merger) str(off uint64) []byte {
+	s := m.cstr(off)
+	return s[:bytes.IndexByte(s, 0)]
+}
+
+// str returns the string at file offset off, which check has seen
+// terminated.
+func (v *view) str(off uint64) []byte {
+	s := v.data[off:]
+	return s[:bytes.IndexByte(s, 0)]
+}
+
+func (m *merger) key(i int32) uint64 {
+	if int(i) < m.v.n {
+		return m.v.key(int(i))
+	}
+	return m.refs[int(i)-m.v.n].key
+}
+
+func (m *merger) row(i int32) row {
+	if j := int(i) - m.v.n; j >= 0 {
+		e, r := &m.add[j], &m.refs[j]
+		return row{key: r.key, path: r.path, sub: r.sub, flags: e.Flags, osVersion: e.OSVersion, hwcap: e.HWCap}
+	}
+	v := &m.v
+	r := row{key: v.key(int(i)), path: v.path(int(i)), sub: noSub, flags: v.flags(int(i)), osVersion: v.osVersion(int(i)), hwcap: v.hwcap(int(i))}
+	if off, ok := v.subdir(int(i)); ok {
+		r.sub = off
+	}
+	return r
+}
+
+// compare is ldconfig's order for two rows; see compareBy.
+func (m *merger) compare(i, j int32) int {
+	if c := libcmp(m.cstr(m.key(j)), m.cstr(m.key(i))); c != 0 {
+		return c
+	}
+	a, b := m.row(i), m.row(j)
+	var aSub, bSub []byte
+	if a.sub != noSub && b.sub != noSub {
+		aSub, bSub = m.str(a.sub), m.str(b.sub)
+	}
+	return compareBy(a.flags, b.flags, a.sub != noSub, b.sub != noSub, aSub, bSub, a.hwcap, b.hwcap, a.osVersion, b.osVersion)
 }
 
 // compare is ldconfig's order (elf/cache.c compare, the glibc 2.33-2.36
 // version, whose extra tie-breakers are all zero for what later versions
-// write): descending by _dl_cache_libcmp of the names, then flags, then
-// glibc-hwcaps entries before the others, by subdirectory name, then the
-// most specific legacy hwcap and the highest OS version first.
+// write): descending by _dl_cache_libcmp of the names, then the rest as
+// compareBy says.
 func compare(a, b *Entry) int {
 	if c := libcmp(b.Key, a.Key); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(b.Flags, a.Flags); c != 0 {
+	return compareBy(a.Flags, b.Flags, a.HWCapsSubdir != "", b.HWCapsSubdir != "", a.HWCapsSubdir, b.HWCapsSubdir, a.HWCap, b.HWCap, a.OSVersion, b.OSVersion)
+}
+
+// compareBy is ldconfig's order after the names: flags, then glibc-hwcaps
+// entries (aExt, bExt) before the others, by subdirectory name, then the
+// most specific legacy hwcap and the highest OS version first. It serves
+// Entry values (S string) and rows read in place (S []byte) alike.
+func compareBy[S ~string | ~[]byte](aFlags, bFlags int32, aExt, bExt bool, aSub, bSub S, aHWCap, bHWCap uint64, aOS, bOS uint32) int {
+	if c := cmp.Compare(bFlags, aFlags); c != 0 {
 		return c
 	}
-	aExt, bExt := a.HWCapsSubdir != "", b.HWCapsSubdir != ""
 	if aExt != bExt {
 		if aExt {
 			return -1
@@ -282,35 +559,46 @@ func compare(a, b *Entry) int {
 	}
 	if aExt {
 		// A glibc-hwcaps entry has no legacy hwcap (ldconfig keeps 0 for it).
-		if c := strings.Compare(a.HWCapsSubdir, b.HWCapsSubdir); c != 0 {
+		if c := strcmp(aSub, bSub); c != 0 {
 			return c
 		}
 	} else {
-		if c := cmp.Compare(bits.OnesCount64(b.HWCap), bits.OnesCount64(a.HWCap)); c != 0 {
+		if c := cmp.Compare(bits.OnesCount64(bHWCap), bits.OnesCount64(aHWCap)); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(b.HWCap, a.HWCap); c != 0 {
+		if c := cmp.Compare(bHWCap, aHWCap); c != 0 {
 			return c
 		}
 	}
-	return cmp.Compare(b.OSVersion, a.OSVersion)
+	return cmp.Compare(bOS, aOS)
 }
 
-// libcmp is glibc's _dl_cache_libcmp, including its C details: runs of
-// digits compare as int numbers (wrapping like the C code), a digit sorts
-// after any other character, and other bytes compare as signed chars, as
-// they do on x86_64.
-func libcmp(a, b string) int {
+// strcmp is strings.Compare for either kind of string.
+func strcmp[S ~string | ~[]byte](a, b S) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] != b[i] {
+			return cmp.Compare(a[i], b[i])
+		}
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// libcmp is glibc's _dl_cache_libcmp on two NUL-terminated strings (the
+// end of the string or slice counts as a NUL), including its C details:
+// runs of digits compare as int numbers (wrapping like the C code), a
+// digit sorts after any other character, and other bytes compare as
+// signed chars, as they do on x86_64.
+func libcmp[S ~string | ~[]byte](a, b S) int {
 	i, j := 0, 0
-	for i < len(a) {
+	for at(a, i) != 0 {
 		ca, cb := a[i], at(b, j)
 		switch {
 		case isDigit(ca) && isDigit(cb):
 			var v1, v2 int32
-			for ; i < len(a) && isDigit(a[i]); i++ {
+			for ; isDigit(at(a, i)); i++ {
 				v1 = v1*10 + int32(a[i]-'0')
 			}
-			for ; j < len(b) && isDigit(b[j]); j++ {
+			for ; isDigit(at(b, j)); j++ {
 				v2 = v2*10 + int32(b[j]-'0')
 			}
 			if v1 != v2 {
@@ -330,7 +618,7 @@ func libcmp(a, b string) int {
 	return -int(int8(at(b, j)))
 }
 
-func at(s string, i int) byte {
+func at[S ~string | ~[]byte](s S, i int) byte {
 	if i < len(s) {
 		return s[i]
 	}
@@ -339,46 +627,39 @@ func at(s string, i int) byte {
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
-// layout writes entries in the given order as ldconfig does: header,
+// layout writes the rows in the given order as ldconfig does: header,
 // entries, string table, then the extension directory with the
 // glibc-hwcaps section (when there are such entries) and the generator
-// string.
-func layout(entries []Entry, order []int32) ([]byte, error) {
+// string. It measures the string table first, so the output is one
+// buffer of its final size, and then writes each row's entry and strings
+// in one pass.
+func (m *merger) layout(order []int32) ([]byte, error) {
 	// glibc-hwcaps subdirectories, sorted by strcmp: the loader merges
 	// this list with its own sorted list.
-	var subdirs []string
+	var subdirs []uint64
 	for _, i := range order {
-		if s := entries[i].HWCapsSubdir; s != "" {
-			subdirs = append(subdirs, s)
+		if r := m.row(i); r.sub != noSub {
+			subdirs = append(subdirs, r.sub)
 		}
 	}
-	slices.Sort(subdirs)
-	subdirs = slices.Compact(subdirs)
+	byName := func(a, b uint64) int { return bytes.Compare(m.str(a), m.str(b)) }
+	slices.SortFunc(subdirs, byName)
+	subdirs = slices.CompactFunc(subdirs, func(a, b uint64) bool { return byName(a, b) == 0 })
 
 	// String table: each path, then each key that is not the tail of its
-	// path (ldconfig shares those), then the subdirectory names. Offsets
-	// are relative to the table until the entries are written.
+	// path (ldconfig shares those), then the subdirectory names.
 	strStart := uint64(newHeaderSize + len(order)*newEntrySize)
-	type refs struct{ key, value uint64 }
-	rows := make([]refs, len(order))
 	var size uint64
-	add := func(s string) uint64 {
-		off := size
-		size += uint64(len(s)) + 1
-		return off
-	}
-	for i, j := range order {
-		r := &entries[j]
-		rows[i].value = add(r.Path)
-		if strings.HasSuffix(r.Path, r.Key) {
-			rows[i].key = rows[i].value + uint64(len(r.Path)-len(r.Key))
-		} else {
-			rows[i].key = add(r.Key)
+	for _, i := range order {
+		r := m.row(i)
+		p, k := m.str(r.path), m.str(r.key)
+		size += uint64(len(p)) + 1
+		if !bytes.HasSuffix(p, k) {
+			size += uint64(len(k)) + 1
 		}
 	}
-	subdirOff := make([]uint64, len(subdirs))
-	for i, s := range subdirs {
-		subdirOff[i] = add(s)
+	for _, s := range subdirs {
+		size += uint64(len(m.str(s))) + 1
 	}
 
 	extOff := (strStart + size + 3) &^ 3
@@ -400,31 +681,30 @@ func layout(entries []Entry, order []int32) ([]byte, error) {
 	le.PutUint32(out[offLenStrings:], uint32(size))
 	out[offFlags] = flagsEndianLittle
 	le.PutUint32(out[offExtension:], uint32(extOff))
-	for i, j := range order {
-		r := &entries[j]
-		p := out[newHeaderSize+i*newEntrySize:]
-		hwcap := r.HWCap
-		if r.HWCapsSubdir != "" {
-			idx, _ := slices.BinarySearch(subdirs, r.HWCapsSubdir)
-			hwcap = hwcapExtension | r.HWCap&(isaLevelMask<<32) | uint64(idx)
+	// next is where the next string goes, counted from the file start.
+	next := strStart
+	for n, i := range order {
+		r := m.row(i)
+		p, k := m.str(r.path), m.str(r.key)
+		value, key := next, next+uint64(len(p)-len(k))
+		copy(out[next:], p)
+		next += uint64(len(p)) + 1
+		if !bytes.HasSuffix(p, k) {
+			key = next
+			copy(out[next:], k)
+			next += uint64(len(k)) + 1
 		}
-		le.PutUint32(p[0:], uint32(r.Flags))
-		le.PutUint32(p[4:], uint32(strStart+rows[i].key))
-		le.PutUint32(p[8:], uint32(strStart+rows[i].value))
-		le.PutUint32(p[12:], r.OSVersion)
-		le.PutUint64(p[16:], hwcap)
-	}
-	// Write the strings where add placed them, in the same order.
-	str := out[strStart:]
-	for i, j := range order {
-		r := &entries[j]
-		copy(str[rows[i].value:], r.Path)
-		if !strings.HasSuffix(r.Path, r.Key) {
-			copy(str[rows[i].key:], r.Key)
+		hwcap := r.hwcap
+		if r.sub != noSub {
+			idx, _ := slices.BinarySearchFunc(subdirs, m.str(r.sub), func(s uint64, name []byte) int { return bytes.Compare(m.str(s), name) })
+			hwcap = hwcapExtension | r.hwcap&(isaLevelMask<<32) | uint64(idx)
 		}
-	}
-	for i, s := range subdirs {
-		copy(str[subdirOff[i]:], s)
+		e := out[newHeaderSize+n*newEntrySize:]
+		le.PutUint32(e[0:], uint32(r.flags))
+		le.PutUint32(e[4:], uint32(key))
+		le.PutUint32(e[8:], uint32(value))
+		le.PutUint32(e[12:], r.osVersion)
+		le.PutUint64(e[16:], hwcap)
 	}
 
 	x := out[extOff:]
@@ -439,35 +719,15 @@ func layout(entries []Entry, order []int32) ([]byte, error) {
 		le.PutUint32(sec[0:], tagGlibcHWCaps)
 		le.PutUint32(sec[8:], uint32(hwcapsOff))
 		le.PutUint32(sec[12:], uint32(4*len(subdirs)))
-		for i, off := range subdirOff {
+		for n, s := range subdirs {
 			// In a new-format file the header is the file start, so
 			// these offsets mean the same to every reader.
-			le.PutUint32(out[hwcapsOff+uint64(4*i):], uint32(strStart+off))
+			le.PutUint32(out[hwcapsOff+uint64(4*n):], uint32(next))
+			name := m.str(s)
+			copy(out[next:], name)
+			next += uint64(len(name)) + 1
 		}
 	}
 	copy(out[genOff:], generator)
 	return out, nil
-}
-
-// Merge returns the cache existing with add merged in: every existing entry
-// whose Key is not in add is kept as it is, glibc-hwcaps entries included;
-// those whose Key is in add are replaced, so an image's own libcuda.so.1
-// stub cannot shadow the host's. existing may be empty: an image without a
-// cache (busybox:glibc, distroless) gets one with only add, and its loader
-// still searches its default directories after the cache. An existing file
-// that is not a cache fails with ErrFormat.
-func Merge(existing []byte, add []Entry) ([]byte, error) {
-	var old []Entry
-	if len(existing) > 0 {
-		var err error
-		if old, err = Parse(existing); err != nil {
-			return nil, err
-		}
-	}
-	replaced := make(map[string]bool, len(add))
-	for _, e := range add {
-		replaced[e.Key] = true
-	}
-	kept := slices.DeleteFunc(old, func(e Entry) bool { return replaced[e.Key] })
-	return Encode(append(kept, add...))
 }

@@ -190,7 +190,7 @@ func TestLoaderFindsEveryKey(t *testing.T) {
 		order[i] = int32(i)
 	}
 	slices.SortFunc(order, func(i, j int32) int { return -compare(&entries[i], &entries[j]) })
-	wrong, err := layout(entries, order)
+	wrong, err := refLayout(entries, order)
 	if err != nil {
 		t.Fatal(err)
 	}
