@@ -58,6 +58,22 @@ const FlagX8664Libc6 int32 = 0x0303
 // that worked reliably.
 var ErrFormat = errors.New("not a glibc loader cache")
 
+// Limits on an existing cache, beyond what ldconfig ever writes: a key is a
+// file name and a path a path, both bounded by PATH_MAX, and no system has
+// tens of thousands of libraries in its cache. A hostile image uses longer
+// strings (many entries pointing into one long run of bytes) or more
+// entries to make each container start's merge take seconds to minutes:
+// sorting and writing compare and copy every string. Beyond the limits the
+// file counts as not a cache (ErrFormat, wrapping errLimit), which the hook
+// replaces with one holding only the WSL libraries.
+const (
+	maxString  = 4096
+	maxEntries = 1 << 15
+)
+
+// errLimit marks an ErrFormat that a limit, not the format, decided.
+var errLimit = errors.New("beyond what ldconfig writes")
+
 // Entry is one row of the cache: the name a program asks for and the file
 // the loader opens for it.
 type Entry struct {
@@ -103,6 +119,9 @@ func Parse(data []byte) ([]Entry, error) {
 		p, ok2 := cstring(s, v.path(i))
 		if !ok1 || !ok2 {
 			return nil, v.badEntry(i)
+		}
+		if len(k) > maxString || len(p) > maxString {
+			return nil, v.longEntry(i)
 		}
 		var sub string
 		if off, ok := v.subdirOffset(i); ok {
@@ -188,6 +207,9 @@ func openLayout(data []byte) (view, error) {
 		if uint64(n) > uint64(len(data)-oldHeaderSize)/oldEntrySize {
 			return view{}, fmt.Errorf("%w: %d old-format entries do not fit in %d bytes", ErrFormat, n, len(data))
 		}
+		if n > maxEntries {
+			return view{}, tooMany(n)
+		}
 		// The new format hides in the old string table, 8-byte aligned
 		// (ALIGN_CACHE); the loader then uses only the new part.
 		end := oldHeaderSize + int(n)*oldEntrySize
@@ -199,6 +221,10 @@ func openLayout(data []byte) (view, error) {
 	default:
 		return view{}, fmt.Errorf("%w: no %q or %q magic at the start", ErrFormat, magicNew, magicOld)
 	}
+}
+
+func tooMany(n uint32) error {
+	return fmt.Errorf("%w: %d entries, more than %d: %w", ErrFormat, n, maxEntries, errLimit)
 }
 
 // openNew opens the new format whose header starts at base. String
@@ -216,20 +242,39 @@ func openNew(data []byte, base int) (view, error) {
 	if uint64(n) > uint64(len(d)-newHeaderSize)/newEntrySize {
 		return view{}, fmt.Errorf("%w: %d entries do not fit in %d bytes", ErrFormat, n, len(d))
 	}
+	if n > maxEntries {
+		return view{}, tooMany(n)
+	}
 	v := view{data: data, n: int(n), table: base + newHeaderSize, entSize: newEntrySize, strBase: uint64(base)}
 	v.hwOff, v.hwCount = findHWCaps(data, le.Uint32(d[offExtension:]))
 	return v, nil
 }
 
 // check fails on the first entry whose key or value is not a
-// NUL-terminated string inside the file.
+// NUL-terminated string inside the file, or is longer than maxString.
 func (v *view) check() error {
 	for i := range v.n {
-		if !v.terminated(v.key(i)) || !v.terminated(v.path(i)) {
+		k, p := v.key(i), v.path(i)
+		if !v.terminated(k) || !v.terminated(p) {
 			return v.badEntry(i)
+		}
+		if !v.short(k) || !v.short(p) {
+			return v.longEntry(i)
 		}
 	}
 	return nil
+}
+
+// short reports whether the terminated string at off has at most maxString
+// bytes: it looks at no more than maxString+1 of them.
+func (v *view) short(off uint64) bool {
+	end := min(off+maxString+1, uint64(len(v.data)))
+	return bytes.IndexByte(v.data[off:end], 0) >= 0
+}
+
+// longEntry is the error for entry i's key or value longer than maxString.
+func (v *view) longEntry(i int) error {
+	return fmt.Errorf("%w: entry %d: a key or path longer than %d bytes: %w", ErrFormat, i, maxString, errLimit)
 }
 
 // badEntry is the error for entry i's key or value.
