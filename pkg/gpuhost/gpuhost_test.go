@@ -33,3 +33,12 @@ func TestProbeNotDxg(t *testing.T) {
 		t.Fatalf("Probe(/dev/null) = %+v, %v; want an enumeration error", h, err)
 	}
 }
+
+func TestListNotDxg(t *testing.T) {
+	for _, dev := range []string{"/dev/null", filepath.Join(t.TempDir(), "dxg")} {
+		inv, err := List(dev, Options{LibDir: t.TempDir(), DriversDir: t.TempDir()})
+		if err == nil || inv != nil {
+			t.Errorf("List(%s) = %+v, %v; want an enumeration error", dev, inv, err)
+		}
+	}
+}
