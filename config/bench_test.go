@@ -1,76 +1,49 @@
 package config
 
 import (
-	"fmt"
 	"os"
-	"os/exec"
-	"slices"
-	"strconv"
-	"strings"
 	"testing"
-	"time"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/coldrun"
 )
 
-// coldEnv makes the test binary load one config file and exit:
-// BenchmarkColdLoad runs it so, because a hook loads its configuration
-// once per process, and a warm loop hides what the first load costs.
-const coldEnv = "WSL_GPU_CONFIG_COLD"
+// fileEnv names the config file the cold runs load.
+const fileEnv = "WSL_GPU_CONFIG_COLD_FILE"
 
+// TestMain lets BenchmarkColdLoad re-run this binary to load one config
+// file and exit: a hook loads its configuration once per process, and a
+// warm loop hides what the first load costs.
 func TestMain(m *testing.M) {
-	if mode := os.Getenv(coldEnv); mode != "" {
-		os.Exit(coldLoad(mode))
-	}
+	coldrun.Main(map[string]coldrun.Func{
+		"fast":      coldLoad(true),
+		"unmarshal": coldLoad(false),
+	})
 	os.Exit(m.Run())
 }
 
-// coldLoad loads the file in $WSL_GPU_CONFIG_COLD_FILE as Load does (mode
-// "fast") or with go-toml's Unmarshal alone, as Load did before (mode
-// "unmarshal"), and prints the microseconds it took.
-func coldLoad(mode string) int {
-	path := os.Getenv(coldEnv + "_FILE")
-	start := time.Now()
-	_, err := load(path, true, mode == "fast")
-	elapsed := time.Since(start)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+// coldLoad loads the file in $WSL_GPU_CONFIG_COLD_FILE as Load does (fast)
+// or with go-toml's Unmarshal alone, as Load did before.
+func coldLoad(fast bool) coldrun.Func {
+	return func() (func() error, error) {
+		path := os.Getenv(fileEnv)
+		return func() error {
+			_, err := load(path, true, fast)
+			return err
+		}, nil
 	}
-	fmt.Println(elapsed.Microseconds())
-	return 0
 }
 
 // BenchmarkColdLoad: what loading the shipped config.toml costs in a fresh
 // process, as in each hook run, with the fast decoder and with Unmarshal
-// alone, alternating run by run so both see the same machine. The metric
-// cold-us/op is the median of the runs' own timings; ns/op includes
-// starting the process.
+// alone, alternating run by run so both see the same machine. The metrics
+// <mode>-cold-us/op and <mode>-faults/op are medians of the runs' own
+// measurements; ns/op includes starting the processes.
 func BenchmarkColdLoad(b *testing.B) {
 	path, err := os.Getwd()
 	if err != nil {
 		b.Fatal(err)
 	}
-	path += "/config.toml"
-	us := map[string][]float64{}
-	modes := []string{"fast", "unmarshal"}
-	for b.Loop() {
-		for _, mode := range modes {
-			cmd := exec.Command(os.Args[0])
-			cmd.Env = append(os.Environ(), coldEnv+"="+mode, coldEnv+"_FILE="+path)
-			out, err := cmd.Output()
-			if err != nil {
-				b.Fatalf("%v: %s", err, out)
-			}
-			v, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			us[mode] = append(us[mode], v)
-		}
-	}
-	for _, mode := range modes {
-		slices.Sort(us[mode])
-		b.ReportMetric(us[mode][len(us[mode])/2], mode+"-cold-us/op")
-	}
+	coldrun.Bench(b, []string{"fast", "unmarshal"}, fileEnv+"="+path+"/config.toml")
 }
 
 // BenchmarkLoad is the warm loop: Load itself, without the first call's
