@@ -4,62 +4,57 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/coldrun"
 )
 
-// coldEnv makes the test binary decode one state and config.json and exit:
-// BenchmarkColdReadInput runs it so, because a hook decodes once per
-// process, and a warm loop hides what the first decode costs.
-const coldEnv = "WSL_GPU_OCI_COLD"
+// stateEnv names the state file the cold runs decode.
+const stateEnv = "WSL_GPU_OCI_COLD_STATE"
 
+// TestMain lets BenchmarkColdReadInput re-run this binary to decode one
+// state and config.json and exit: a hook decodes once per process, and a
+// warm loop hides what the first decode costs.
 func TestMain(m *testing.M) {
-	if mode := os.Getenv(coldEnv); mode != "" {
-		os.Exit(coldDecode(mode))
-	}
+	coldrun.Main(map[string]coldrun.Func{"fast": coldDecode(true), "json": coldDecode(false)})
 	os.Exit(m.Run())
 }
 
 // coldDecode reads the state in $WSL_GPU_OCI_COLD_STATE and the config.json
-// it names, as the hook does (mode "fast") or with json.Unmarshal into the
-// same types, as the hook did before (mode "encoding/json"), and prints
-// the microseconds it took.
-func coldDecode(mode string) int {
-	data, err := os.ReadFile(os.Getenv(coldEnv + "_STATE"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	start := time.Now()
-	if mode == "fast" {
-		var st *specs.State
-		if st, err = ReadState(strings.NewReader(string(data))); err == nil {
-			_, err = LoadSpec(st.Bundle)
+// it names, as the hook does (fast) or with json.Unmarshal into the same
+// types, as the hook did before.
+func coldDecode(fast bool) coldrun.Func {
+	return func() (func() error, error) {
+		data, err := os.ReadFile(os.Getenv(stateEnv))
+		if err != nil {
+			return nil, err
 		}
-	} else {
-		var st specs.State
-		if err = json.Unmarshal(data, &st); err == nil {
-			var cfg []byte
-			if cfg, err = os.ReadFile(filepath.Join(st.Bundle, "config.json")); err == nil {
-				var s Spec
-				err = json.Unmarshal(cfg, &s)
+		if fast {
+			return func() error {
+				st, err := ReadState(strings.NewReader(string(data)))
+				if err == nil {
+					_, err = LoadSpec(st.Bundle)
+				}
+				return err
+			}, nil
+		}
+		return func() error {
+			var st specs.State
+			if err := json.Unmarshal(data, &st); err != nil {
+				return err
 			}
-		}
+			cfg, err := os.ReadFile(filepath.Join(st.Bundle, "config.json"))
+			if err != nil {
+				return err
+			}
+			var s Spec
+			return json.Unmarshal(cfg, &s)
+		}, nil
 	}
-	elapsed := time.Since(start)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	fmt.Println(elapsed.Microseconds())
-	return 0
 }
 
 // benchBundle writes a bundle with the named testdata config.json and a
@@ -86,31 +81,15 @@ var benchConfigs = []string{"config-runc-spec.json", "config-docker-like.json"}
 
 // BenchmarkColdReadInput: what ReadState and LoadSpec cost in a fresh
 // process, as in each hook run, against json.Unmarshal into the same
-// types. The metric cold-us/op is the median of the runs' own timings;
-// ns/op includes starting the process.
+// types ("json"), alternating run by run. The metrics <mode>-cold-us/op
+// and <mode>-faults/op are medians of the runs' own measurements; ns/op
+// includes starting the processes.
 func BenchmarkColdReadInput(b *testing.B) {
 	for _, cfg := range benchConfigs {
 		state, _ := benchBundle(b, cfg)
-		for _, mode := range []string{"fast", "encoding/json"} {
-			b.Run(strings.TrimSuffix(cfg, ".json")+"/"+mode, func(b *testing.B) {
-				var us []float64
-				for b.Loop() {
-					cmd := exec.Command(os.Args[0])
-					cmd.Env = append(os.Environ(), coldEnv+"="+mode, coldEnv+"_STATE="+state)
-					out, err := cmd.Output()
-					if err != nil {
-						b.Fatalf("%v: %s", err, out)
-					}
-					v, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
-					if err != nil {
-						b.Fatal(err)
-					}
-					us = append(us, v)
-				}
-				slices.Sort(us)
-				b.ReportMetric(us[len(us)/2], "cold-us/op")
-			})
-		}
+		b.Run(strings.TrimSuffix(cfg, ".json"), func(b *testing.B) {
+			coldrun.Bench(b, []string{"fast", "json"}, stateEnv+"="+state)
+		})
 	}
 }
 
