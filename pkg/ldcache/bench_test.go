@@ -6,23 +6,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/coldrun"
 )
 
-// coldEnv makes the test binary merge once and exit: BenchmarkColdMerge
-// runs it so, because the hook merges once per process, where every page
-// the merge touches is a fresh page fault.
-const coldEnv = "WSL_GPU_LDCACHE_COLD"
-
+// TestMain lets BenchmarkColdMerge re-run this binary to merge once and
+// exit: the hook merges once per process, where every page the merge
+// touches is a fresh page fault.
 func TestMain(m *testing.M) {
-	if impl := os.Getenv(coldEnv); impl != "" {
-		os.Exit(coldMerge(impl))
-	}
+	coldrun.Main(map[string]coldrun.Func{"new": coldMerge("new"), "ref": coldMerge("ref")})
 	os.Exit(m.Run())
 }
 
@@ -31,61 +25,28 @@ func TestMain(m *testing.M) {
 var merges = map[string]func([]byte, []Entry) ([]byte, error){"new": Merge, "ref": refMerge}
 
 // coldMerge merges wslNames into /etc/ld.so.cache with the named
-// implementation and prints the microseconds and the minor page faults
-// it took.
-func coldMerge(impl string) int {
-	data, err := os.ReadFile("/etc/ld.so.cache")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+// implementation.
+func coldMerge(impl string) coldrun.Func {
+	return func() (func() error, error) {
+		data, err := os.ReadFile("/etc/ld.so.cache")
+		if err != nil {
+			return nil, err
+		}
+		add := wslAdd()
+		return func() error {
+			_, err := merges[impl](data, add)
+			return err
+		}, nil
 	}
-	add := wslAdd()
-	var before, after syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &before)
-	start := time.Now()
-	_, err = merges[impl](data, add)
-	elapsed := time.Since(start)
-	syscall.Getrusage(syscall.RUSAGE_SELF, &after)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	fmt.Println(elapsed.Microseconds(), after.Minflt-before.Minflt)
-	return 0
 }
 
 // BenchmarkColdMerge: one Merge in a fresh process, as in each hook run,
-// new against the reference. cold-us/op and faults/op are the medians of
-// the runs' own measurements; ns/op includes starting the process.
+// new against the reference, alternating run by run. The metrics
+// <impl>-cold-us/op and <impl>-faults/op are medians of the runs' own
+// measurements; ns/op includes starting the processes.
 func BenchmarkColdMerge(b *testing.B) {
 	hostCache(b)
-	for _, impl := range []string{"new", "ref"} {
-		b.Run(impl, func(b *testing.B) {
-			var us, faults []float64
-			for b.Loop() {
-				cmd := exec.Command(os.Args[0])
-				cmd.Env = append(os.Environ(), coldEnv+"="+impl)
-				out, err := cmd.Output()
-				if err != nil {
-					b.Fatalf("%v: %s", err, out)
-				}
-				f := strings.Fields(string(out))
-				if len(f) != 2 {
-					b.Fatalf("cold run printed %q", out)
-				}
-				u, err1 := strconv.ParseFloat(f[0], 64)
-				n, err2 := strconv.ParseFloat(f[1], 64)
-				if err1 != nil || err2 != nil {
-					b.Fatalf("cold run printed %q", out)
-				}
-				us, faults = append(us, u), append(faults, n)
-			}
-			slices.Sort(us)
-			slices.Sort(faults)
-			b.ReportMetric(us[len(us)/2], "cold-us/op")
-			b.ReportMetric(faults[len(faults)/2], "faults/op")
-		})
-	}
+	coldrun.Bench(b, []string{"new", "ref"})
 }
 
 // wslNames are the names a real /usr/lib/wsl/lib and an NVIDIA driver
