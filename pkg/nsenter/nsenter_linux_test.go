@@ -8,13 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/coldrun"
 )
 
 func requireRoot(t testing.TB) {
@@ -144,78 +144,40 @@ func TestInMountNSNoProcess(t *testing.T) {
 	}
 }
 
-// Environment of the fresh-process measurement, see TestFreshEntry.
-const (
-	freshPidEnv  = "NSENTER_FRESH_PID"
-	freshWarmEnv = "NSENTER_FRESH_WARM" // lock a thread first
-)
+// pidEnv names the pid whose mount namespace the cold runs enter.
+const pidEnv = "NSENTER_FRESH_PID"
 
-// TestFreshEntry is not a test. Re-executed with freshPidEnv set, the test
-// binary enters and leaves that pid's mount namespace once, as a hook
-// process does, and prints how long it took in nanoseconds and the page
-// faults it cost.
-func TestFreshEntry(t *testing.T) {
-	pid, err := strconv.Atoi(os.Getenv(freshPidEnv))
-	if err != nil {
-		return
+// TestMain lets BenchmarkInMountNSFresh re-run this binary to enter and
+// leave a mount namespace once and exit, as a hook process does.
+func TestMain(m *testing.M) {
+	coldrun.Main(map[string]coldrun.Func{"plain": freshEntry(false), "locked": freshEntry(true)})
+	os.Exit(m.Run())
+}
+
+// freshEntry enters and leaves $NSENTER_FRESH_PID's mount namespace once;
+// locked: after a LockOSThread, as in a hook that locked a thread before
+// (its first LockOSThread starts the runtime's template thread).
+func freshEntry(locked bool) coldrun.Func {
+	return func() (func() error, error) {
+		pid, err := strconv.Atoi(os.Getenv(pidEnv))
+		if err != nil {
+			return nil, err
+		}
+		if locked {
+			runtime.LockOSThread()
+			runtime.UnlockOSThread()
+		}
+		return func() error { return InMountNS(pid, func() error { return nil }) }, nil
 	}
-	if os.Getenv(freshWarmEnv) != "" {
-		// As in a hook that locked a thread before (its first
-		// LockOSThread starts the runtime's template thread).
-		runtime.LockOSThread()
-		runtime.UnlockOSThread()
-	}
-	var before, after unix.Rusage
-	unix.Getrusage(unix.RUSAGE_SELF, &before)
-	start := time.Now()
-	err = InMountNS(pid, func() error { return nil })
-	d := time.Since(start)
-	unix.Getrusage(unix.RUSAGE_SELF, &after)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	fmt.Printf("%d %d\n", d.Nanoseconds(), after.Minflt-before.Minflt)
-	os.Exit(0)
 }
 
 // BenchmarkInMountNSFresh measures the first entry in a fresh process,
-// which is the only one a hook makes: each op re-executes the test binary.
-// ns/op is the exec's; fresh-ns/op and faults/op are the entry's, medians.
+// which is the only one a hook makes: each op re-executes the test binary
+// once plain and once after a LockOSThread ("locked"). ns/op is the
+// execs'; <variant>-cold-us/op and <variant>-faults/op are the entry's,
+// medians.
 func BenchmarkInMountNSFresh(b *testing.B) {
-	b.Run("cold", func(b *testing.B) { benchFresh(b, false) })
-	b.Run("warm", func(b *testing.B) { benchFresh(b, true) })
-}
-
-// benchFresh measures one entry per fresh process; warm: after a
-// LockOSThread, which starts the runtime's template thread.
-func benchFresh(b *testing.B, warm bool) {
 	requireRoot(b)
 	pid := container(b, b.TempDir())
-	var ns, faults []int64
-	for b.Loop() {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestFreshEntry$")
-		cmd.Env = append(os.Environ(), freshPidEnv+"="+strconv.Itoa(pid))
-		if warm {
-			cmd.Env = append(cmd.Env, freshWarmEnv+"=1")
-		}
-		cmd.Stderr = os.Stderr
-		out, err := cmd.Output()
-		if err != nil {
-			b.Fatal(err)
-		}
-		var d, f int64
-		if _, err := fmt.Sscan(string(out), &d, &f); err != nil {
-			b.Fatalf("child printed %q", out)
-		}
-		ns, faults = append(ns, d), append(faults, f)
-	}
-	b.ReportMetric(float64(median(ns)), "fresh-ns/op")
-	b.ReportMetric(float64(median(faults)), "faults/op")
-}
-
-func median(v []int64) int64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
+	coldrun.Bench(b, []string{"plain", "locked"}, pidEnv+"="+strconv.Itoa(pid))
 }
