@@ -2,8 +2,6 @@ package cdispec
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -159,22 +157,7 @@ func TestGenerateNoAdapter(t *testing.T) {
 func TestEngineInjects(t *testing.T) {
 	// The spec leaves the numbers to the engine's stat of the host path:
 	// a character device every machine has stands in for /dev/dxg.
-	o := opts
-	o.Device.Path = "/dev/null"
-	specs, err := Generate(laptop(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	for _, s := range specs {
-		data, err := Marshal(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, FileName(s.Kind)), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := writeSpecs(t, laptop(), opts)
 	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(dir), cdiapi.WithAutoRefresh(false))
 	if err != nil {
 		t.Fatalf("engines would reject the specs: %v", err)

@@ -46,22 +46,7 @@ func injected(t *testing.T, inv *driverstore.Inventory, stack vendorstack.Host, 
 	t.Helper()
 	o := opts
 	o.Stack = stack
-	// The engine stats the node's host path: /dev/null stands in.
-	o.Device.Path = "/dev/null"
-	specs, err := Generate(inv, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	for _, s := range specs {
-		data, err := Marshal(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, FileName(s.Kind)), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := writeSpecs(t, inv, o)
 	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(dir), cdiapi.WithAutoRefresh(false))
 	if err != nil || len(cache.GetErrors()) > 0 {
 		t.Fatalf("engines would reject the specs: %v %v", err, cache.GetErrors())
@@ -177,4 +162,27 @@ func TestCapabilityDevicesNeedTheHost(t *testing.T) {
 			t.Errorf("device %s without /dev/dri or WSLg on the host", d.Name)
 		}
 	}
+}
+
+// writeSpecs writes the specs Generate makes for inv into a new directory,
+// as install does, with /dev/null standing in for /dev/dxg: engines stat
+// the node's host path, and every machine has /dev/null.
+func writeSpecs(t *testing.T, inv *driverstore.Inventory, o Options) string {
+	t.Helper()
+	o.Device.Path = "/dev/null"
+	specs, err := Generate(inv, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, s := range specs {
+		data, err := Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, FileName(s.Kind)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
