@@ -147,6 +147,24 @@ func (k *fakeKernel) closeAdapter(handle uint32) error {
 }
 
 // checkClosed fails the test if any handle the fake opened is still open.
+// finished checks what every enumeration must leave: no open handle, the
+// ioctl sequence wantCalls, and err matching wantErr. It reports whether
+// an error was expected, which ends the case.
+func (k *fakeKernel) finished(wantCalls []string, err error, wantErr string) bool {
+	k.t.Helper()
+	k.checkClosed()
+	if !reflect.DeepEqual(k.calls, wantCalls) {
+		k.t.Errorf("calls = %q, want %q", k.calls, wantCalls)
+	}
+	if wantErr == "" {
+		return false
+	}
+	if err == nil || err.Error() != wantErr {
+		k.t.Fatalf("err = %v, want %q", err, wantErr)
+	}
+	return true
+}
+
 func (k *fakeKernel) checkClosed() {
 	k.t.Helper()
 	if len(k.open) != 0 {
@@ -331,14 +349,7 @@ func TestEnumerateFill3Errors(t *testing.T) {
 			k := newFakeKernel(t, profileAdapter(gpu, nil))
 			k.failFill3 = tt.err
 			e, err := enumerate(k)
-			k.checkClosed()
-			if !reflect.DeepEqual(k.calls, tt.wantCalls) {
-				t.Errorf("calls = %q, want %q", k.calls, tt.wantCalls)
-			}
-			if tt.wantErr != "" {
-				if err == nil || err.Error() != tt.wantErr {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
+			if k.finished(tt.wantCalls, err, tt.wantErr) {
 				return
 			}
 			if err != nil || e.Ioctl != "ENUMADAPTERS2" || len(e.Adapters) != 1 {
@@ -460,14 +471,7 @@ func TestEnumerateAdapters2RetriesOnOverflow(t *testing.T) {
 			k.no3 = unix.ENOTTY
 			k.arriveOnFill2 = tt.arrivals
 			e, err := enumerate(k)
-			k.checkClosed()
-			if !reflect.DeepEqual(k.calls, tt.wantCalls) {
-				t.Errorf("calls = %q, want %q", k.calls, tt.wantCalls)
-			}
-			if tt.wantErr != "" {
-				if err == nil || err.Error() != tt.wantErr {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
+			if k.finished(tt.wantCalls, err, tt.wantErr) {
 				return
 			}
 			if err != nil {
