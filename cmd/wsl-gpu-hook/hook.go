@@ -133,7 +133,7 @@ func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, log *logrus.E
 
 	switch plan.Cgroup {
 	case gpuplan.CgroupInit:
-		if err := allowNodes(plan.Pid, in.spec.DeviceRules(), append([]devnode.Node{plan.Node}, plan.Nodes...)); err != nil {
+		if err := devcgroup.Allow(plan.Pid, in.spec.DeviceRules(), append([]devnode.Node{plan.Node}, plan.Nodes...)...); err != nil {
 			return err
 		}
 	case gpuplan.CgroupSelf:
@@ -205,20 +205,29 @@ func hostOptions(cfg config.Config) gpuhost.Options {
 // from the container's init), so it cannot even open /dev/dxg to enumerate
 // until the container's device rules allow it.
 func allowSelf(spec *oci.Spec, node devnode.Node) error {
-	// The hook is in the container's pid namespace but sees the host's
-	// /proc: its own pid there is what /proc/self names.
-	self, err := os.Readlink("/proc/self")
+	pid, err := hostPid()
 	if err != nil {
-		return fmt.Errorf("find own pid in /proc: %w", err)
-	}
-	pid, err := strconv.Atoi(self)
-	if err != nil {
-		return fmt.Errorf("find own pid in /proc: %q", self)
+		return err
 	}
 	if err := devcgroup.Allow(pid, spec.DeviceRules(), node); err != nil {
 		return fmt.Errorf("%w: a createContainer hook runs in the container's device cgroup: put /dev/dxg in the container (wsl-gpu-runtime or CDI) or use the prestart stage", err)
 	}
 	return nil
+}
+
+// hostPid is this process's pid in the host's /proc: a createContainer
+// hook is in the container's pid namespace but sees the host's /proc, where
+// /proc/self names it.
+func hostPid() (int, error) {
+	self, err := os.Readlink("/proc/self")
+	if err != nil {
+		return 0, fmt.Errorf("find own pid in /proc: %w", err)
+	}
+	pid, err := strconv.Atoi(self)
+	if err != nil {
+		return 0, fmt.Errorf("find own pid in /proc: %q", self)
+	}
+	return pid, nil
 }
 
 func applyPlan(rootfs string, plan []mounts.Step, log *logrus.Entry) error {

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"os"
-	"strconv"
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -54,27 +51,17 @@ func logStack(log *logrus.Entry, spec *oci.Spec, e vendorstack.Edits) {
 	}
 }
 
-// allowNodes allows the nodes in the device cgroup of pid: the cgroup is
-// found once, and on cgroup v2 one program carries rules and every node.
-func allowNodes(pid int, rules []specs.LinuxDeviceCgroup, nodes []devnode.Node) error {
-	return devcgroup.Allow(pid, rules, nodes...)
-}
-
 // allowSelfNodes allows the stack's nodes in the hook's own cgroup, which
 // is the container's, after allowSelf allowed dxg there.
 func allowSelfNodes(spec *oci.Spec, dxg devnode.Node, nodes []devnode.Node) error {
 	if len(nodes) == 0 {
 		return nil
 	}
-	self, err := os.Readlink("/proc/self")
+	pid, err := hostPid()
 	if err != nil {
-		return fmt.Errorf("find own pid in /proc: %w", err)
-	}
-	pid, err := strconv.Atoi(self)
-	if err != nil {
-		return fmt.Errorf("find own pid in /proc: %q", self)
+		return err
 	}
 	major, minor := int64(dxg.Major), int64(dxg.Minor)
 	rules := append(spec.DeviceRules(), specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: &major, Minor: &minor, Access: "rwm"})
-	return allowNodes(pid, rules, nodes)
+	return devcgroup.Allow(pid, rules, nodes...)
 }
