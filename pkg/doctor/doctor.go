@@ -11,6 +11,7 @@ import (
 	securejoin "github.com/cyphar/filepath-securejoin"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/install"
 )
 
 // Status is a check's verdict.
@@ -129,9 +130,8 @@ const (
 	DefaultLogFile    = "/var/log/wsl-gpu-hook.log"
 )
 
-// daemonPATH is the PATH systemd gives a service that sets none: where a
-// daemon started by systemd looks for executables.
-const daemonPATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+// install is the view of Root that install reads engine files in.
+func (o Options) install() install.Options { return install.Options{Prefix: o.Root} }
 
 func (o Options) withDefaults() Options {
 	def := func(p *string, v string) {

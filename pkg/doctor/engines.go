@@ -1,10 +1,8 @@
 package doctor
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,21 +10,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pelletier/go-toml/v2"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/install"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
-// Names the hook is known by to engines.
+// Names and files the engines know the hook by: install's, which writes them.
 const (
-	runtimeName = "wsl-gpu"                       // Docker runtime and containerd handler
-	nvidiaHook  = "nvidia-container-runtime-hook" // what Docker's --gpus runs
-	nvidiaCDI   = "nvidia-cdi-hook"               // makes Docker 29.2+ try CDI first
-	hooksDFile  = "wsl-gpu-hook.json"
-)
-
-var (
-	daemonJSON    = "/etc/docker/daemon.json"
-	containerdCfg = "/etc/containerd/config.toml"
-	hooksDirs     = []string{"/usr/share/containers/oci/hooks.d", "/etc/containers/oci/hooks.d"}
+	runtimeName   = wsl.RuntimeName
+	nvidiaHook    = wsl.NvidiaHookName
+	nvidiaCDI     = install.NvidiaCDIHookName
+	daemonJSON    = install.DaemonJSON
+	containerdCfg = install.ContainerdConfig
+	daemonPATH    = install.DaemonPATH
 )
 
 // version is an engine's major.minor; zero when unknown.
@@ -60,9 +55,9 @@ func (v version) or(unknown string) string {
 
 func checkDocker(o Options, r *Report, cdi cdiFacts) {
 	dockerd := lookPath(o, daemonPATH, "dockerd")
-	data, rerr := os.ReadFile(o.resolved(daemonJSON))
+	st, err := install.DockerState(o.install())
 	proc := findDaemon(o, "dockerd")
-	if dockerd == "" && errors.Is(rerr, fs.ErrNotExist) && proc == nil {
+	if dockerd == "" && !st.Exists && err == nil && proc == nil {
 		r.add("docker", OK, "", "not installed: nothing to check")
 		return
 	}
@@ -72,29 +67,20 @@ func checkDocker(o Options, r *Report, cdi cdiFacts) {
 	}
 
 	// daemon.json: the runtime entry and the CDI switch.
-	var cfg struct {
-		Runtimes map[string]struct {
-			Path string `json:"path"`
-		} `json:"runtimes"`
-		Features map[string]bool `json:"features"`
-	}
+	var parse *install.ParseError
 	switch {
-	case errors.Is(rerr, fs.ErrNotExist):
-		r.add("docker runtime", Warn, "sudo wsl-gpu-hook install docker", "%s does not exist: no wsl-gpu runtime, so `docker run --runtime wsl-gpu` is unavailable", daemonJSON)
-	case rerr != nil:
-		r.add("docker runtime", Fail, "", "read %s: %v", daemonJSON, rerr)
-	case json.Unmarshal(data, &cfg) != nil:
+	case errors.As(err, &parse):
 		r.add("docker runtime", Fail, "fix the JSON in "+daemonJSON, "%s is not valid JSON: dockerd refuses to start with it", daemonJSON)
+	case err != nil:
+		r.add("docker runtime", Fail, "", "%v", err)
+	case !st.Exists:
+		r.add("docker runtime", Warn, "sudo wsl-gpu-hook install docker", "%s does not exist: no wsl-gpu runtime, so `docker run --runtime wsl-gpu` is unavailable", daemonJSON)
+	case !st.HasRuntime:
+		r.add("docker runtime", Warn, "sudo wsl-gpu-hook install docker", "%s has no %q runtime, so `docker run --runtime wsl-gpu` is unavailable", daemonJSON, runtimeName)
+	case !isFile(o.resolved(st.RuntimePath)):
+		r.add("docker runtime", Fail, "sudo wsl-gpu-hook install docker", "runtime %q in %s is %s, which does not exist: containers started with it fail", runtimeName, daemonJSON, st.RuntimePath)
 	default:
-		rt, ok := cfg.Runtimes[runtimeName]
-		switch {
-		case !ok:
-			r.add("docker runtime", Warn, "sudo wsl-gpu-hook install docker", "%s has no %q runtime, so `docker run --runtime wsl-gpu` is unavailable", daemonJSON, runtimeName)
-		case !isFile(o.resolved(rt.Path)):
-			r.add("docker runtime", Fail, "sudo wsl-gpu-hook install docker", "runtime %q in %s is %s, which does not exist: containers started with it fail", runtimeName, daemonJSON, rt.Path)
-		default:
-			r.add("docker runtime", OK, "", "runtime %q is %s", runtimeName, rt.Path)
-		}
+		r.add("docker runtime", OK, "", "runtime %q is %s", runtimeName, st.RuntimePath)
 	}
 
 	// --gpus: what dockerd finds on its PATH.
@@ -128,7 +114,7 @@ func checkDocker(o Options, r *Report, cdi cdiFacts) {
 	}
 
 	// CDI on or off.
-	on, set := cfg.Features["cdi"]
+	on, set := st.CDI, st.CDISet
 	switch {
 	case v.known() && !v.atLeast(25, 0):
 		r.add("docker cdi", OK, "", "Docker %s has no CDI support (25+ has): GPUs come through --gpus or --runtime wsl-gpu", v)
@@ -148,7 +134,7 @@ func checkDocker(o Options, r *Report, cdi cdiFacts) {
 		r.add("docker restart", OK, "", "dockerd is not running: it reads its configuration when it starts")
 	case proc.start.IsZero():
 		r.add("docker restart", OK, "", "dockerd (pid %d): start time unknown", proc.pid)
-	case rerr == nil && changedAfter(o, daemonJSON, proc.start):
+	case st.Exists && changedAfter(o, daemonJSON, proc.start):
 		r.add("docker restart", Warn, "sudo systemctl restart docker", "%s changed after dockerd started (%s): dockerd has not read it", daemonJSON, proc.start.Format(time.RFC3339))
 	default:
 		r.add("docker restart", OK, "", "dockerd (pid %d) started %s, after its configuration last changed", proc.pid, proc.start.Format(time.RFC3339))
@@ -171,32 +157,20 @@ func checkPodman(o Options, r *Report, cdi cdiFacts) {
 	v := parseVersion(o.Version(podman))
 	r.add("podman", OK, "", "%s, version %s", podman, v.or("unknown"))
 
-	// The admin dir masks the package dir, file by file.
-	found := ""
-	for _, d := range hooksDirs {
-		if p := filepath.Join(d, hooksDFile); isFile(o.resolved(p)) {
-			found = p
-		}
-	}
-	if found == "" {
-		r.add("podman hooks.d", Warn, "sudo wsl-gpu-hook install podman", "no %s in %s: `podman run --annotation wsl-gpu-hook/devices=all` gets no GPU", hooksDFile, strings.Join(hooksDirs, " or "))
-	} else {
-		var h struct {
-			Hook struct {
-				Path string `json:"path"`
-			} `json:"hook"`
-		}
-		data, err := os.ReadFile(o.resolved(found))
-		switch {
-		case err != nil:
-			r.add("podman hooks.d", Fail, "", "read %s: %v", found, err)
-		case json.Unmarshal(data, &h) != nil || h.Hook.Path == "":
-			r.add("podman hooks.d", Fail, "sudo wsl-gpu-hook install podman", "%s is not a hooks.d file (oci-hooks(5)): podman refuses to run any container", found)
-		case !isFile(o.resolved(h.Hook.Path)):
-			r.add("podman hooks.d", Fail, "sudo wsl-gpu-hook install podman", "%s runs %s, which does not exist: annotated containers fail to start", found, h.Hook.Path)
-		default:
-			r.add("podman hooks.d", OK, "", "%s runs %s for containers with the wsl-gpu-hook/devices annotation", found, h.Hook.Path)
-		}
+	// The admin's file masks the package's.
+	st, err := install.PodmanState(o.install())
+	var parse *install.ParseError
+	switch {
+	case errors.As(err, &parse):
+		r.add("podman hooks.d", Fail, "sudo wsl-gpu-hook install podman", "%s is not a hooks.d file (oci-hooks(5)): podman refuses to run any container", st.File)
+	case err != nil:
+		r.add("podman hooks.d", Fail, "", "%v", err)
+	case st.File == "":
+		r.add("podman hooks.d", Warn, "sudo wsl-gpu-hook install podman", "no %s in %s or %s: `podman run --annotation wsl-gpu-hook/devices=all` gets no GPU", filepath.Base(install.HooksDPackage), filepath.Dir(install.HooksDPackage), filepath.Dir(install.HooksDAdmin))
+	case !isFile(o.resolved(st.HookPath)):
+		r.add("podman hooks.d", Fail, "sudo wsl-gpu-hook install podman", "%s runs %s, which does not exist: annotated containers fail to start", st.File, st.HookPath)
+	default:
+		r.add("podman hooks.d", OK, "", "%s runs %s for containers with the wsl-gpu-hook/devices annotation", st.File, st.HookPath)
 	}
 
 	switch {
@@ -209,71 +183,29 @@ func checkPodman(o Options, r *Report, cdi cdiFacts) {
 	}
 }
 
-// criPlugin is the CRI plugin that holds runtime handlers, by config version.
-var criPlugin = map[int64]string{1: "cri", 2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}
-
 func checkContainerd(o Options, r *Report) {
 	bin := lookPath(o, daemonPATH, "containerd")
-	data, rerr := os.ReadFile(o.resolved(containerdCfg))
-	if bin == "" && errors.Is(rerr, fs.ErrNotExist) {
-		r.add("containerd", OK, "", "not installed: nothing to check")
-		return
-	}
 	v := version{}
 	if bin != "" {
 		v = parseVersion(o.Version(bin))
 	}
-	cfg := map[string]any{}
-	switch {
-	case errors.Is(rerr, fs.ErrNotExist):
-		// containerd runs on built-in defaults; 2.2+ imports conf.d.
-	case rerr != nil:
-		r.add("containerd", Fail, "", "read %s: %v", containerdCfg, rerr)
+	st, err := install.ContainerdState(o.install(), v.atLeast(2, 0))
+	if bin == "" && !st.Exists && err == nil {
+		r.add("containerd", OK, "", "not installed: nothing to check")
 		return
-	default:
-		if err := toml.Unmarshal(data, &cfg); err != nil {
-			r.add("containerd", Fail, "fix the TOML in "+containerdCfg, "%s does not parse, so containerd refuses to start: %v", containerdCfg, err)
-			return
-		}
 	}
-	cv, _ := cfg["version"].(int64)
-	if cv == 0 {
-		cv = 1
-		if v.atLeast(2, 0) {
-			cv = 3 // containerd 2 migrates an unversioned file as version 1, but writes 3
-		}
+	var parse *install.ParseError
+	switch {
+	case errors.As(err, &parse):
+		r.add("containerd", Fail, "fix the TOML in "+containerdCfg, "%s does not parse, so containerd refuses to start: %v", containerdCfg, parse.Err)
+		return
+	case err != nil:
+		r.add("containerd", Fail, "", "%v", err)
+		return
 	}
-	plugin := criPlugin[cv]
-	r.add("containerd", OK, "", "%s, version %s, %s config version %d", orDash(bin), v.or("unknown"), containerdCfg, cv)
+	plugin, handlerIn, binary := st.Plugin, st.HandlerIn, st.Binary
+	r.add("containerd", OK, "", "%s, version %s, %s config version %d", orDash(bin), v.or("unknown"), containerdCfg, st.Version)
 
-	// The handler may sit in the main file or in a drop-in it imports.
-	files := map[string]map[string]any{containerdCfg: cfg}
-	imports, _ := cfg["imports"].([]any)
-	if errors.Is(rerr, fs.ErrNotExist) {
-		imports = append(imports, "/etc/containerd/conf.d/*.toml")
-	}
-	for _, imp := range imports {
-		s, _ := imp.(string)
-		matches, _ := filepath.Glob(o.resolved(s))
-		for _, m := range matches {
-			var c map[string]any
-			if d, err := os.ReadFile(m); err == nil && toml.Unmarshal(d, &c) == nil {
-				files[o.unroot(m)] = c
-			}
-		}
-	}
-	handlerIn, binary := "", ""
-	cdiOn, cdiSet := false, false
-	for name, c := range files {
-		p := lookup(c, "plugins", plugin)
-		if rt := lookup(p, "containerd", "runtimes", runtimeName); rt != nil {
-			handlerIn = name
-			binary, _ = lookup(rt, "options")["BinaryName"].(string)
-		}
-		if b, ok := p["enable_cdi"].(bool); ok {
-			cdiOn, cdiSet = b, true
-		}
-	}
 	switch {
 	case handlerIn == "":
 		r.add("containerd handler", Warn, "sudo wsl-gpu-hook install containerd && sudo systemctl restart containerd", "no %q runtime handler under plugins.%q: Kubernetes pods with runtimeClassName wsl-gpu cannot start", runtimeName, plugin)
@@ -285,28 +217,16 @@ func checkContainerd(o Options, r *Report) {
 	switch {
 	case v.known() && !v.atLeast(1, 7):
 		r.add("containerd cdi", OK, "", "containerd %s has no CDI in CRI (1.7+ has)", v)
-	case cdiSet:
-		r.add("containerd cdi", OK, "", "CDI is %s (enable_cdi = %t)", map[bool]string{true: "on", false: "off"}[cdiOn], cdiOn)
+	case st.CDISet:
+		r.add("containerd cdi", OK, "", "CDI is %s (enable_cdi = %t)", map[bool]string{true: "on", false: "off"}[st.CDI], st.CDI)
 	case v.atLeast(2, 0):
 		r.add("containerd cdi", OK, "", "CDI is on (the default of containerd 2)")
 	default:
 		r.add("containerd cdi", OK, "", "CDI is off: set enable_cdi = true under plugins.%q to use CDI names from the kubelet", plugin)
 	}
-	if proc := findDaemon(o, "containerd"); proc != nil && !proc.start.IsZero() && rerr == nil && changedAfter(o, containerdCfg, proc.start) {
+	if proc := findDaemon(o, "containerd"); proc != nil && !proc.start.IsZero() && st.Exists && changedAfter(o, containerdCfg, proc.start) {
 		r.add("containerd restart", Warn, "sudo systemctl restart containerd", "%s changed after containerd started (%s): containerd has not read it", containerdCfg, proc.start.Format(time.RFC3339))
 	}
-}
-
-// lookup walks nested TOML tables; nil when a key is missing.
-func lookup(m map[string]any, keys ...string) map[string]any {
-	for _, k := range keys {
-		next, ok := m[k].(map[string]any)
-		if !ok {
-			return nil
-		}
-		m = next
-	}
-	return m
 }
 
 func orDash(s string) string {

@@ -38,6 +38,13 @@
 // masking ours) is a Plan warning; a PATH set in docker.service is not
 // read.
 //
+// # Reading
+//
+// [DockerState], [PodmanState] and [ContainerdState] read the same files,
+// with the same lookups, and say what is wired today without changing
+// anything. doctor judges an installation through them, so the paths,
+// names and config parsing of each engine live here once.
+//
 // The CDI engine is not here: `install cdi` in cmd/wsl-gpu-hook builds
 // its own Plan (spec and refresh unit) and uses Apply and Diff.
 //
