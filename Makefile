@@ -41,7 +41,9 @@ engines: setup
 	./hack/engines/build.sh runc containerd dockerd >/dev/null; built=$$?; \
 	wait $$root && exit $$built
 
-## test: everything CI runs: lint, unit, integration and end-to-end tests
+## test: everything CI runs: lint, unit, integration and end-to-end tests,
+## the privileged ones included (test/privileged: they mount, mknod, load BPF)
+test: export WSL_GPU_HOOK_PRIVILEGED := 1
 test: setup lint engines
 	$(GO) test -count=1 -timeout 40m ./...
 	for m in $(TESTMODS); do (cd $$m && $(GO) test -count=1 -timeout 40m ./...) || exit 1; done
@@ -53,7 +55,8 @@ test: setup lint engines
 k8s:
 	cd test/k8s && $(GO) vet ./... && $(GO) test -count=1 -timeout 60m ./...
 
-## unit: the tests any user can run: no root, no daemons, no containers
+## unit: the tests any user can run: no root, no daemons, no containers; the
+## same tests as root, which touch nothing on the machine (privileged ones skip)
 unit:
 	$(GO) test -count=1 -short $$($(GO) list ./... | grep -v '/test/e2e$$')
 

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/privileged"
+
 	"github.com/moby/sys/mountinfo"
 	"github.com/opencontainers/cgroups"
 	devconfig "github.com/opencontainers/cgroups/devices/config"
@@ -106,9 +108,7 @@ func errText(e unix.Errno) string {
 
 func requireRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates cgroups, device nodes and BPF programs")
-	}
+	privileged.Require(t, "creates cgroups, device nodes and BPF programs")
 }
 
 // hierarchyRoot returns where the whole v1 devices (v2: cgroup2) hierarchy

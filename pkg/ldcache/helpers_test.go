@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/privileged"
 )
 
 // needTool skips the test when a program it compares against is missing.
@@ -21,9 +23,7 @@ func needTool(t testing.TB, name string) {
 // needRoot skips tests that need mount namespaces.
 func needRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: binds a cache over /etc/ld.so.cache in a private mount namespace")
-	}
+	privileged.Require(t, "binds a cache over /etc/ld.so.cache in a private mount namespace")
 }
 
 // buildLib compiles a tiny shared object at dir/file whose wslprobe()

@@ -13,21 +13,22 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/privileged"
+
 	"github.com/moby/sys/mountinfo"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
+
 	// Named for its job here: this package's tests have a type fixture.
 	wsltree "github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 )
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: Apply makes device nodes and mounts")
-	}
+	privileged.Require(t, "Apply makes device nodes and mounts")
 }
 
 // inPrivateMountNS runs fn on a thread in a new private mount namespace, so

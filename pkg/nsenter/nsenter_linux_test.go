@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/privileged"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/coldrun"
@@ -19,9 +21,7 @@ import (
 
 func requireRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates mount namespaces")
-	}
+	privileged.Require(t, "creates mount namespaces")
 }
 
 // container starts a process in a mount namespace of its own in which a

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/privileged"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
@@ -144,9 +146,7 @@ func TestProbeDRI(t *testing.T) {
 		}
 	})
 	t.Run("nodes", func(t *testing.T) {
-		if os.Geteuid() != 0 {
-			t.Skip("mknod needs root")
-		}
+		privileged.Require(t, "mknod")
 		dir := t.TempDir()
 		// /dev/dri as WSL has it, with /dev/null's and /dev/zero's numbers
 		// standing in for the DRM ones; plus what must be skipped.

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/privileged"
+
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
@@ -25,9 +27,7 @@ type tools struct {
 // needRoot skips a test that drives dxgsim for real.
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: dxgsim creates device nodes, installs seccomp listeners and reads other processes' memory")
-	}
+	privileged.Require(t, "dxgsim creates device nodes, installs seccomp listeners and reads other processes' memory")
 }
 
 // build compiles dxgsim and its probe (and the hook when withHook) into a
