@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -268,10 +269,10 @@ func (c Config) Validate() error {
 	if c.LogFile != "" && !filepath.IsAbs(c.LogFile) {
 		bad("log_file", "%q must be an absolute path, or \"\" to disable the log", c.LogFile)
 	}
-	if !contains(ldcacheMethods, c.Ldcache) {
+	if !slices.Contains(ldcacheMethods, c.Ldcache) {
 		bad("ldcache", "%q is not one of %s", c.Ldcache, strings.Join(ldcacheMethods, ", "))
 	}
-	if !contains(logLevels, strings.ToLower(c.LogLevel)) {
+	if !slices.Contains(logLevels, strings.ToLower(c.LogLevel)) {
 		bad("log_level", "%q is not one of %s", c.LogLevel, strings.Join(logLevels, ", "))
 	}
 	for _, e := range c.RequestEnv {
@@ -305,13 +306,4 @@ func (c Config) source() string {
 		return "(defaults)"
 	}
 	return c.path
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -180,7 +181,7 @@ type ConflictError struct{ Conflicts []Conflict }
 func (e *ConflictError) Error() string {
 	var kinds []string
 	for _, c := range e.Conflicts {
-		if !contains(kinds, c.Kind) {
+		if !slices.Contains(kinds, c.Kind) {
 			kinds = append(kinds, c.Kind)
 		}
 	}
@@ -207,7 +208,7 @@ func (e *ConflictError) Explain() string {
 		cs := byKind[k]
 		var others, devs []string
 		for _, c := range cs {
-			if !contains(others, c.Other) {
+			if !slices.Contains(others, c.Other) {
 				others = append(others, c.Other)
 			}
 			devs = append(devs, c.Device)
@@ -500,15 +501,6 @@ func systemctl(o Options) string {
 		return "systemctl --user"
 	}
 	return "systemctl"
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // GenerateFlags are `cdi generate`'s flags, parsed here so that the unit's

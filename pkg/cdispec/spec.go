@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
@@ -106,7 +107,7 @@ func Generate(inv *driverstore.Inventory, opt Options) ([]*cdi.Spec, error) {
 	specs = append(specs, own)
 
 	for _, vk := range VendorKinds {
-		if !seen[vk.Vendor] || contains(opt.SkipKinds, vk.Kind) {
+		if !seen[vk.Vendor] || slices.Contains(opt.SkipKinds, vk.Kind) {
 			continue
 		}
 		s := newSpec(vk.Kind, opt)
@@ -198,13 +199,4 @@ func Marshal(spec *cdi.Spec) ([]byte, error) {
 		return nil, err
 	}
 	return append(data, '\n'), nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

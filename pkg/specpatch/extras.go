@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -93,7 +94,7 @@ func AddExtras(config []byte, x Extras) ([]byte, []string, error) {
 		for _, kv := range x.Env {
 			k, _, _ := strings.Cut(kv, "=")
 			if set[k] {
-				if !contains(env, kv) {
+				if !slices.Contains(env, kv) {
 					kept = append(kept, kv)
 				}
 				continue
@@ -110,15 +111,6 @@ func AddExtras(config []byte, x Extras) ([]byte, []string, error) {
 	}
 	out, err := json.Marshal(top)
 	return out, kept, err
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // addDevices puts each device and its rw allow rule into top's linux
