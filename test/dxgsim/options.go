@@ -27,7 +27,7 @@ type options struct {
 }
 
 // faultNames lists the faults in the order help texts show them.
-const faultNames = "old-kernel, query-fail=N, missing-folder=N, zero-adapters, denied, ntstatus"
+const faultNames = "old-kernel, query-fail=N, missing-folder=N, zero-adapters, denied, ntstatus, no-stats, no-stats-pid"
 
 type faultList []string
 
@@ -104,6 +104,8 @@ func (o *options) addFault(f string) error {
 		"zero-adapters": &o.cfg.ZeroAdapters,
 		"ntstatus":      &o.cfg.NTStatus,
 		"denied":        &o.denied,
+		"no-stats":      &o.cfg.NoStats,
+		"no-stats-pid":  &o.cfg.NoStatsPID,
 	}
 	if b, ok := flagFault[name]; ok {
 		if hasArg {
