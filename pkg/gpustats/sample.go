@@ -85,10 +85,17 @@ type Sampler struct {
 	opt     Options
 	s       *dxcore.Session
 	nodes   map[dxcore.LUID][]dxcore.Node
-	prev    map[string]float64 // luid/node -> running seconds
-	prevAt  time.Time
+	// prev is each node's last running time and when it was read: the
+	// busy ratio divides by the time between the two reads of that node,
+	// not of the sample, so the calls before it do not skew it.
+	prev    map[string]reading
 	counter countingSession
 	now     func() time.Time
+}
+
+type reading struct {
+	seconds float64
+	at      time.Time
 }
 
 // countingSession counts the calls a sample makes.
@@ -103,7 +110,7 @@ func Open(opt Options) (*Sampler, error) {
 	if opt.ProcRoot == "" {
 		opt.ProcRoot = "/proc"
 	}
-	return &Sampler{opt: opt, s: s, nodes: map[dxcore.LUID][]dxcore.Node{}, prev: map[string]float64{}, now: time.Now}, nil
+	return &Sampler{opt: opt, s: s, nodes: map[dxcore.LUID][]dxcore.Node{}, prev: map[string]reading{}, now: time.Now}, nil
 }
 
 // Close releases the adapters and the device.
@@ -129,14 +136,13 @@ func (p *Sampler) Sample() Sample {
 	}
 	out := Sample{Time: now}
 	for _, a := range p.s.Adapters() {
-		out.Adapters = append(out.Adapters, p.adapter(a, procs, procErr, now))
+		out.Adapters = append(out.Adapters, p.adapter(a, procs, procErr))
 	}
-	p.prevAt = now
 	out.Ioctls = p.counter.n
 	return out
 }
 
-func (p *Sampler) adapter(a dxcore.StatsAdapter, procs []Process, procErr error, now time.Time) Adapter {
+func (p *Sampler) adapter(a dxcore.StatsAdapter, procs []Process, procErr error) Adapter {
 	out := Adapter{
 		Index: a.Index, LUID: a.LUID.String(), Vendor: vendorName(a.PCI.Vendor),
 		Description: a.Description, DriverVersion: a.DriverVersion,
@@ -176,24 +182,24 @@ func (p *Sampler) adapter(a dxcore.StatsAdapter, procs []Process, procErr error,
 	if err != nil {
 		return fail("engine metadata", err)
 	}
-	dt := now.Sub(p.prevAt).Seconds()
 	for _, n := range nodes {
 		p.counter.n++
 		ns, err := p.s.RunningTime(a.LUID, n.Ordinal)
+		at := p.now()
 		if err != nil {
 			return fail(fmt.Sprintf("engine %d (%s)", n.Ordinal, n.Name), err)
 		}
 		e := Engine{Node: n.Ordinal, Name: n.Name, Kind: Kind(n), RunningSeconds: float64(ns) / 1e9}
 		key := out.LUID + "/" + fmt.Sprint(n.Ordinal)
-		if last, ok := p.prev[key]; ok && dt > 0 {
-			busy, err := busyRatio(last, e.RunningSeconds, dt)
+		if last, ok := p.prev[key]; ok && at.After(last.at) {
+			busy, err := busyRatio(last.seconds, e.RunningSeconds, at.Sub(last.at).Seconds())
 			if err != nil {
 				e.Error = err.Error()
 			} else {
 				e.Busy = &busy
 			}
 		}
-		p.prev[key] = e.RunningSeconds
+		p.prev[key] = reading{seconds: e.RunningSeconds, at: at}
 		out.Engines = append(out.Engines, e)
 	}
 	if procErr != nil {
