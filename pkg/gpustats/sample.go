@@ -81,10 +81,10 @@ type Options struct {
 
 // Sampler takes samples; it is safe for concurrent use (one at a time).
 type Sampler struct {
-	mu      sync.Mutex
-	opt     Options
-	s       *dxcore.Session
-	nodes   map[dxcore.LUID][]dxcore.Node
+	mu    sync.Mutex
+	opt   Options
+	s     *dxcore.Session
+	nodes map[dxcore.LUID][]dxcore.Node
 	// prev is each node's last running time and when it was read: the
 	// busy ratio divides by the time between the two reads of that node,
 	// not of the sample, so the calls before it do not skew it.
