@@ -55,6 +55,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	features := fs.String("feature-file", deviceplugin.DefaultFeatureFile, "node-feature-discovery feature `file` to keep current; \"\" writes none")
 	debug := fs.Bool("debug", false, "log at debug level")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	metricsAddr := fs.String("metrics-listen", "", "serve GPU metrics for Prometheus at `ADDR`/metrics (e.g. :9835); \"\" serves none")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -87,10 +88,21 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Interval:    *interval,
 		FeatureFile: *features,
 		List: func() (*driverstore.Inventory, error) {
-			return gpuhost.List(cfg.DxgDevice, gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir})
+			inv, err := gpuhost.List(cfg.DxgDevice, gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir})
+			if err == nil {
+				markUnhealthy(inv, cfg.DxgDevice, log)
+			}
+			return inv, err
 		},
 		Log: log,
 	})
+	if *metricsAddr != "" {
+		stopMetrics, err := serveMetrics(ctx, cfg.DxgDevice, *metricsAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 	return m.Run(ctx)
 }
 

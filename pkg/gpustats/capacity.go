@@ -1,6 +1,11 @@
 package gpustats
 
-import "github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+)
 
 // AdapterMemory is what a resource publisher (the DRA driver) needs of an
 // adapter's memory.
@@ -60,4 +65,28 @@ func adapterMemory(s *dxcore.Session, luid dxcore.LUID) (AdapterMemory, error) {
 		m.Budget = v.Budget
 	}
 	return m, nil
+}
+
+// Unhealthy returns the adapters whose statistics queries fail, by LUID,
+// for the device plugin's health check: a removed or hung adapter answers
+// DEVICE_REMOVED (ENODEV) or times out there before anything else shows it.
+// A kernel without the statistics call is not an adapter fault: it gives
+// no entries, only err.
+func Unhealthy(device string) (map[dxcore.LUID]error, error) {
+	_, errs, err := Capacity(device)
+	if err != nil {
+		return nil, err
+	}
+	return healthErrors(errs)
+}
+
+func healthErrors(errs map[dxcore.LUID]error) (map[dxcore.LUID]error, error) {
+	out := map[dxcore.LUID]error{}
+	for luid, err := range errs {
+		if errors.Is(err, dxcore.ErrStatsUnsupported) {
+			return map[dxcore.LUID]error{}, err
+		}
+		out[luid] = fmt.Errorf("GPU statistics query failed: %w", err)
+	}
+	return out, nil
 }

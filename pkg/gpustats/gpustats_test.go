@@ -1,6 +1,8 @@
 package gpustats
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -86,5 +88,18 @@ func TestKind(t *testing.T) {
 		if got := Kind(tt.n); got != tt.want {
 			t.Errorf("Kind(%+v) = %q, want %q", tt.n, got, tt.want)
 		}
+	}
+}
+
+func TestHealthErrors(t *testing.T) {
+	gone := dxcore.LUID{Low: 0x4486d1}
+	got, err := healthErrors(map[dxcore.LUID]error{gone: errors.New("LX_DXQUERYSTATISTICS: no such device")})
+	if err != nil || len(got) != 1 || got[gone].Error() != "GPU statistics query failed: LX_DXQUERYSTATISTICS: no such device" {
+		t.Errorf("removed adapter: %v, %v", got, err)
+	}
+	// An old kernel makes no adapter unhealthy.
+	got, err = healthErrors(map[dxcore.LUID]error{gone: fmt.Errorf("x: %w", dxcore.ErrStatsUnsupported)})
+	if len(got) != 0 || !errors.Is(err, dxcore.ErrStatsUnsupported) {
+		t.Errorf("old kernel: %v, %v", got, err)
 	}
 }
