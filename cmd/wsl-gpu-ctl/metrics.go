@@ -28,7 +28,7 @@ func runMetrics(ctx context.Context, cfg config.Config, args []string, stdout io
 	if err := fs.Parse(args); err != nil {
 		return cli.UsageError{Msg: "metrics: " + err.Error()}
 	}
-	s, err := gpustats.Open(gpustats.Options{Device: cfg.DxgDevice})
+	s, err := gpustats.Open(gpustats.Options{Device: cfg.DxgDevice, ProcessRescan: 10 * time.Second})
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}

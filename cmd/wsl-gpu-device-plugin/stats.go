@@ -35,7 +35,7 @@ func markUnhealthy(inv *driverstore.Inventory, device string, log *slog.Logger) 
 
 // serveMetrics serves gpumetrics at addr until ctx ends.
 func serveMetrics(ctx context.Context, device, addr string, log *slog.Logger) (func(), error) {
-	s, err := gpustats.Open(gpustats.Options{Device: device})
+	s, err := gpustats.Open(gpustats.Options{Device: device, ProcessRescan: 10 * time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}

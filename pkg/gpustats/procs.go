@@ -78,8 +78,15 @@ func holdsDevice(fdDir string, rdev uint64) bool {
 		return false
 	}
 	for _, fd := range fds {
+		p := filepath.Join(fdDir, fd.Name())
+		// Sockets, pipes and anonymous inodes ("socket:[123]") are most
+		// fds and cannot be the device; reading the link is far cheaper
+		// than stat'ing through it.
+		if link, err := os.Readlink(p); err != nil || !strings.HasPrefix(link, "/") {
+			continue
+		}
 		var st unix.Stat_t
-		if unix.Stat(filepath.Join(fdDir, fd.Name()), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == rdev {
+		if unix.Stat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == rdev {
 			return true
 		}
 	}

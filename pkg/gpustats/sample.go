@@ -77,6 +77,12 @@ type Options struct {
 	ProcRoot string
 	// NoProcesses skips the per-process figures (health checks).
 	NoProcesses bool
+	// ProcessRescan is how often the /proc scan for dxg processes runs; in
+	// between, the processes found last are asked again (one that exited
+	// answers EINVAL and is dropped from the figures). The scan stats every
+	// fd of every process and costs far more than the ioctls on a busy
+	// host (BenchmarkDxgProcesses); 0 scans on every sample.
+	ProcessRescan time.Duration
 }
 
 // Sampler takes samples; it is safe for concurrent use (one at a time).
@@ -91,6 +97,11 @@ type Sampler struct {
 	prev    map[string]reading
 	counter countingSession
 	now     func() time.Time
+
+	procs    []Process
+	procErr  error
+	scanned  time.Time
+	rescanOK bool
 }
 
 type reading struct {
@@ -129,11 +140,11 @@ func (p *Sampler) Sample() Sample {
 	defer p.mu.Unlock()
 	now := p.now()
 	p.counter.n = 0
-	var procs []Process
-	var procErr error
-	if !p.opt.NoProcesses {
-		procs, procErr = DxgProcesses(p.opt.ProcRoot, p.opt.Device)
+	if !p.opt.NoProcesses && (!p.rescanOK || now.Sub(p.scanned) >= p.opt.ProcessRescan) {
+		p.procs, p.procErr = DxgProcesses(p.opt.ProcRoot, p.opt.Device)
+		p.scanned, p.rescanOK = now, true
 	}
+	procs, procErr := p.procs, p.procErr
 	out := Sample{Time: now}
 	for _, a := range p.s.Adapters() {
 		out.Adapters = append(out.Adapters, p.adapter(a, procs, procErr))
