@@ -19,17 +19,10 @@ import (
 
 // markUnhealthy turns adapters whose statistics queries fail unhealthy
 // (deviceplugin.Build reads Adapter.Err). A kernel without the statistics
-// call changes nothing; it is logged once per refresh at debug.
+// call changes nothing; it is logged at debug.
 func markUnhealthy(inv *driverstore.Inventory, device string, log *slog.Logger) {
-	bad, err := gpustats.Unhealthy(device)
-	if err != nil {
+	if err := gpustats.MarkUnhealthy(inv, device); err != nil {
 		log.Debug("GPU statistics unavailable: health from enumeration only", "err", err)
-	}
-	for i := range inv.Adapters {
-		a := &inv.Adapters[i]
-		if e, ok := bad[a.LUID]; ok && a.Err == nil {
-			a.Err = e
-		}
 	}
 }
 

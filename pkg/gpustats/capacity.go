@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 )
 
@@ -89,4 +90,23 @@ func healthErrors(errs map[dxcore.LUID]error) (map[dxcore.LUID]error, error) {
 		out[luid] = fmt.Errorf("GPU statistics query failed: %w", err)
 	}
 	return out, nil
+}
+
+// MarkUnhealthy sets Err on every adapter of inv whose statistics queries
+// fail (see Unhealthy), unless it already has one: the device plugin and
+// `info --k8s` then advertise it unhealthy with that reason. The error
+// returned says why no health could be read at all (an old kernel); the
+// inventory is then left as it was.
+func MarkUnhealthy(inv *driverstore.Inventory, device string) error {
+	if inv == nil {
+		return nil
+	}
+	bad, err := Unhealthy(device)
+	for i := range inv.Adapters {
+		a := &inv.Adapters[i]
+		if e, ok := bad[a.LUID]; ok && a.Err == nil {
+			a.Err = e
+		}
+	}
+	return err
 }

@@ -34,9 +34,10 @@
 // 4.19-era drivers returned them: the raw negative NTSTATUS as the ioctl
 // result), no-stats (LX_DXQUERYSTATISTICS is ENOTTY, as on kernels before
 // it), no-stats-pid (a statistics query naming a pid fails with EINVAL, as
-// on kernels without the pid lookup). N is the adapter's index in host
-// order, compute-only adapters included (the ENUMADAPTERS3-with-compute-only
-// order).
+// on kernels without the pid lookup), stats-fail=N (adapter N's statistics
+// queries fail with DEVICE_REMOVED while enumeration works). N is the
+// adapter's index in host order, compute-only adapters included (the
+// ENUMADAPTERS3-with-compute-only order).
 //
 // Statistics: LX_DXQUERYSTATISTICS (adapter, segment, node and
 // process-segment-group queries), LX_DXQUERYVIDEOMEMORYINFO and the

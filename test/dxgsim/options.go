@@ -27,7 +27,7 @@ type options struct {
 }
 
 // faultNames lists the faults in the order help texts show them.
-const faultNames = "old-kernel, query-fail=N, missing-folder=N, zero-adapters, denied, ntstatus, no-stats, no-stats-pid"
+const faultNames = "old-kernel, query-fail=N, missing-folder=N, zero-adapters, denied, ntstatus, no-stats, no-stats-pid, stats-fail=N"
 
 type faultList []string
 
@@ -120,6 +120,8 @@ func (o *options) addFault(f string) error {
 		list = &o.cfg.QueryFail
 	case "missing-folder":
 		list = &o.cfg.MissingFolder
+	case "stats-fail":
+		list = &o.cfg.StatsFail
 	default:
 		return fmt.Errorf("unknown fault %q (known: %s)", f, faultNames)
 	}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
 
 // statsTools adds the ctl and the worker to the simulator.
@@ -208,5 +209,57 @@ func TestMetricsEndpointShowsTheModelledLoad(t *testing.T) {
 	}
 	if r := <-done; r.code != 0 && r.code != 143 {
 		t.Logf("dxgsim exit %d: %s", r.code, r.stderr)
+	}
+}
+
+// The device plugin's health through the same decision `info --k8s` makes:
+// an adapter whose statistics queries fail (stats-fail: DEVICE_REMOVED on
+// the statistics call only) is advertised unhealthy with the reason; the
+// other stays healthy. And `info --json` carries the memory sizes.
+func TestStatisticsHealthAndInfoMemory(t *testing.T) {
+	tl, ctl, _, _, _ := statsTools(t)
+	p, err := simhost.Lookup("nvidia-laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, dev := tl.host(t, p)
+	r := tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", dev, "--fault", "stats-fail=1"}, ctl, "--config", cfg, "info", "--k8s", "--json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var k8s struct {
+		Devices []struct {
+			Adapter int    `json:"adapter"`
+			Healthy bool   `json:"healthy"`
+			Reason  string `json:"reason"`
+		} `json:"devices"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &k8s); err != nil {
+		t.Fatalf("%v: %s", err, r.stdout)
+	}
+	health := map[int]string{}
+	for _, d := range k8s.Devices {
+		health[d.Adapter] = d.Reason
+		if d.Healthy != (d.Reason == "") {
+			t.Errorf("adapter %d healthy=%v reason %q", d.Adapter, d.Healthy, d.Reason)
+		}
+	}
+	const want = "GPU statistics query failed: LX_DXQUERYSTATISTICS: no such device"
+	if health[0] != "" || health[1] != want {
+		t.Errorf("health = %v, want adapter 1 %q and adapter 0 healthy", health, want)
+	}
+
+	r = tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", dev}, ctl, "--config", cfg, "info", "--json")
+	var info struct {
+		Adapters []struct {
+			Local  uint64 `json:"localMemoryBytes"`
+			Shared uint64 `json:"sharedMemoryBytes"`
+		} `json:"adapters"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil || len(info.Adapters) != 2 {
+		t.Fatalf("%v: %s %s", err, r.stdout, r.stderr)
+	}
+	if info.Adapters[0].Local != 0 || info.Adapters[0].Shared != 8<<30 || info.Adapters[1].Local != 6<<30 || info.Adapters[1].Shared != 8<<30 {
+		t.Errorf("info memory = %+v", info.Adapters)
 	}
 }

@@ -35,6 +35,9 @@ type Config struct {
 	Workload            *simhost.Workload
 	Clock               func() time.Duration
 	NoStats, NoStatsPID bool
+	// StatsFail lists adapter indexes whose statistics queries fail with
+	// DEVICE_REMOVED while enumeration still works.
+	StatsFail []int
 }
 
 // Validate reports every index that does not name an adapter.
@@ -53,6 +56,7 @@ func (c Config) Validate() error {
 	}
 	check("query-fail", c.QueryFail)
 	check("missing-folder", c.MissingFolder)
+	check("stats-fail", c.StatsFail)
 	if len(bad) > 0 && n == 0 {
 		return fmt.Errorf("fault %s: the simulated host reports no adapters (profile %q or zero-adapters): drop the fault",
 			strings.Join(bad, ", "), c.Profile.Name)

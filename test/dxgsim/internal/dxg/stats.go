@@ -125,7 +125,7 @@ func (k *Kernel) queryStatistics(c Caller, arg uint64, mem Memory, live func() b
 	if idx < 0 {
 		return k.fail(syscall.EINVAL)
 	}
-	if k.host.queryFail[idx] {
+	if k.host.queryFail[idx] || k.statsFail(idx) {
 		return k.hostFail(statusDeviceRemoved)
 	}
 	if !live() {
@@ -205,6 +205,15 @@ func (k *Kernel) queryVideoMemoryInfo(c Caller, arg uint64, mem Memory, live fun
 		return k.fail(copyFault)
 	}
 	return Result{}
+}
+
+func (k *Kernel) statsFail(idx int) bool {
+	for _, i := range k.cfg.StatsFail {
+		if i == idx {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeMetadata answers KMTQAITYPE_NODEMETADATA from the model's engines.
