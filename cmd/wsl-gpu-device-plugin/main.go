@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/deviceplugin"
@@ -82,6 +83,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	opt := deviceplugin.OptionsFrom(cfg)
 	log.Info("starting", "version", version, "config", orDefaults(cfg.Path()), "device", cfg.DxgDevice, "plugin-dir", *pluginDir,
 		"cdi", opt.CDI, "replicas", opt.Replicas)
+	health := &gpustats.HealthCheck{Device: cfg.DxgDevice, Timeout: 5 * time.Second}
 	m := server.New(server.Config{
 		PluginDir:   *pluginDir,
 		Options:     opt,
@@ -90,7 +92,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		List: func() (*driverstore.Inventory, error) {
 			inv, err := gpuhost.List(cfg.DxgDevice, gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir})
 			if err == nil {
-				markUnhealthy(inv, cfg.DxgDevice, log)
+				// Adapters whose statistics queries fail turn unhealthy.
+				if herr := health.Mark(inv); herr != nil {
+					log.Debug("GPU statistics health unavailable", "err", herr)
+				}
 			}
 			return inv, err
 		},

@@ -12,19 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpumetrics"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
 )
-
-// markUnhealthy turns adapters whose statistics queries fail unhealthy
-// (deviceplugin.Build reads Adapter.Err). A kernel without the statistics
-// call changes nothing; it is logged at debug.
-func markUnhealthy(inv *driverstore.Inventory, device string, log *slog.Logger) {
-	if err := gpustats.MarkUnhealthy(inv, device); err != nil {
-		log.Debug("GPU statistics unavailable: health from enumeration only", "err", err)
-	}
-}
 
 // serveMetrics serves gpumetrics at addr until ctx ends.
 func serveMetrics(ctx context.Context, device, addr string, log *slog.Logger) (func(), error) {

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 )
 
@@ -101,5 +103,34 @@ func TestHealthErrors(t *testing.T) {
 	got, err = healthErrors(map[dxcore.LUID]error{gone: fmt.Errorf("x: %w", dxcore.ErrStatsUnsupported)})
 	if len(got) != 0 || !errors.Is(err, dxcore.ErrStatsUnsupported) {
 		t.Errorf("old kernel: %v, %v", got, err)
+	}
+}
+
+func TestHealthCheckNeverStallsTheCaller(t *testing.T) {
+	release := make(chan struct{})
+	c := &HealthCheck{Device: "/dev/dxg", Timeout: 50 * time.Millisecond, check: func(string) (map[dxcore.LUID]error, error) {
+		<-release
+		return nil, nil
+	}}
+	inv := &driverstore.Inventory{Adapters: []driverstore.Adapter{{}}}
+	start := time.Now()
+	err := c.Mark(inv)
+	if err == nil || !strings.Contains(err.Error(), "did not answer within 50ms") || time.Since(start) > time.Second {
+		t.Fatalf("hung check: %v after %v", err, time.Since(start))
+	}
+	if err := c.Mark(inv); err == nil || !strings.Contains(err.Error(), "has not returned yet") {
+		t.Errorf("second check while the first hangs: %v", err)
+	}
+	close(release)
+	for c.inFlight.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	gone := dxcore.LUID{Low: 7}
+	inv.Adapters[0].LUID = gone
+	c.check = func(string) (map[dxcore.LUID]error, error) {
+		return map[dxcore.LUID]error{gone: errors.New("removed")}, nil
+	}
+	if err := c.Mark(inv); err != nil || inv.Adapters[0].Err == nil {
+		t.Errorf("after the host answered again: %v, adapter err %v", err, inv.Adapters[0].Err)
 	}
 }
