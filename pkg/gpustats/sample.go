@@ -3,6 +3,7 @@ package gpustats
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -254,7 +255,11 @@ func (p *Sampler) nodeList(luid dxcore.LUID, count int) ([]dxcore.Node, error) {
 
 func (p *Sampler) processes(a dxcore.StatsAdapter, procs []Process, notes []string) ([]ProcessUse, []string) {
 	out := []ProcessUse{}
+	self := os.Getpid()
 	for _, pr := range procs {
+		if pr.PID == self {
+			continue // this reader holds /dev/dxg too, and allocates nothing
+		}
 		if pr.Ambiguous {
 			notes = append(notes, fmt.Sprintf("pid %d (%s): its namespace pid %d is shared with another dxg process: not attributable", pr.PID, pr.Comm, pr.NSPID))
 			continue
