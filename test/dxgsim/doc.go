@@ -35,7 +35,8 @@
 // result), no-stats (LX_DXQUERYSTATISTICS is ENOTTY, as on kernels before
 // it), no-stats-pid (a statistics query naming a pid fails with EINVAL, as
 // on kernels without the pid lookup), stats-fail=N (adapter N's statistics
-// queries fail with DEVICE_REMOVED while enumeration works). N is the
+// queries fail with DEVICE_REMOVED while enumeration works),
+// stats-backwards (engine running times shrink over time). N is the
 // adapter's index in host order, compute-only adapters included (the
 // ENUMADAPTERS3-with-compute-only order).
 //

@@ -105,6 +105,14 @@ func TestTopOnOldKernels(t *testing.T) {
 				t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 			}
 		}},
+		{"stats-backwards", func(t *testing.T, r runResult) {
+			// A counter going backwards: one warning per engine, no
+			// figure, no crash; memory still shown.
+			if r.code != 0 || !strings.Contains(r.stdout, "warning: GPU 1 engine Compute_0: running time went backwards by") ||
+				!strings.Contains(r.stdout, "2.3 GiB / 6 GiB local") || strings.Contains(r.stdout, "75.0%") {
+				t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+		}},
 		{"no-stats-pid", func(t *testing.T, r runResult) {
 			if r.code != 0 || !strings.Contains(r.stdout, "(gpu-worker): the WSL kernel cannot attribute GPU use to this process") || !strings.Contains(r.stdout, "75.0%") {
 				t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -114,7 +122,11 @@ func TestTopOnOldKernels(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.fault, func(t *testing.T) {
 			script := fmt.Sprintf(`(sleep 4) | %s %s >/dev/null & sleep 0.3; %s --config %s top --once --interval 1s; wait`, worker, dev, ctl, cfg)
-			tt.check(t, tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", dev, "--fault", tt.fault}, "sh", "-c", script))
+			r := tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", dev, "--fault", tt.fault}, "sh", "-c", script)
+			if strings.Contains(r.stdout, "\x1b[") {
+				t.Errorf("terminal escapes on a pipe: %q", r.stdout)
+			}
+			tt.check(t, r)
 		})
 	}
 }

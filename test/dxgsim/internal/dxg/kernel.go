@@ -38,6 +38,9 @@ type Config struct {
 	// StatsFail lists adapter indexes whose statistics queries fail with
 	// DEVICE_REMOVED while enumeration still works.
 	StatsFail []int
+	// StatsBackwards makes engine running times shrink as time passes,
+	// as a broken host or a reset adapter would report them.
+	StatsBackwards bool
 }
 
 // Validate reports every index that does not name an adapter.

@@ -155,6 +155,9 @@ func (k *Kernel) queryStatistics(c Caller, arg uint64, mem Memory, live func() b
 			return k.hostFail(statusInvalidParameter)
 		}
 		run := simhost.Integral(l.Engines[query].Busy, t)
+		if k.cfg.StatsBackwards {
+			run = time.Hour - run
+		}
 		le.PutUint64(r[0:], uint64(run/100))
 	case qsProcessSegmentGroup:
 		if query > 1 {
