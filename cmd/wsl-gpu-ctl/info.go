@@ -12,7 +12,20 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
 )
+
+// memoryColumn is the adapter's own memory, or the shared memory an
+// integrated GPU maps, or "-" without the statistics calls.
+func memoryColumn(a infoAdapter) string {
+	switch {
+	case a.LocalMemory > 0:
+		return humanBytes(a.LocalMemory)
+	case a.SharedMemory > 0:
+		return humanBytes(a.SharedMemory) + " shared"
+	}
+	return "-"
+}
 
 // infoAdapter is one row of `info --json`; field names are a stable interface.
 type infoAdapter struct {
@@ -30,7 +43,10 @@ type infoAdapter struct {
 	Folder      string   `json:"folder,omitempty"`
 	FolderPath  string   `json:"folderPath,omitempty"`
 	Libraries   []string `json:"libraries,omitempty"`
-	Error       string   `json:"error,omitempty"`
+	// Memory sizes from the statistics calls; absent on kernels without them.
+	LocalMemory  uint64 `json:"localMemoryBytes,omitempty"`
+	SharedMemory uint64 `json:"sharedMemoryBytes,omitempty"`
+	Error        string `json:"error,omitempty"`
 }
 
 type infoReport struct {
@@ -82,6 +98,12 @@ func gatherInfo(cfg config.Config) (*infoReport, error) {
 	for _, s := range enum.Skipped {
 		rep.Skipped = append(rep.Skipped, s.Error())
 	}
+	memory := map[string]gpustats.AdapterMemory{}
+	if mem, _, err := gpustats.Capacity(cfg.DxgDevice); err == nil {
+		for _, m := range mem {
+			memory[m.LUID.String()] = m
+		}
+	}
 	folders := map[string]driverstore.Folder{}
 	for _, f := range inv.Folders {
 		folders[f.Name] = f
@@ -104,6 +126,9 @@ func gatherInfo(cfg config.Config) (*infoReport, error) {
 		if a.Err != nil {
 			row.Error = a.Err.Error()
 		}
+		if m, ok := memory[row.LUID]; ok {
+			row.LocalMemory, row.SharedMemory = m.Local, m.NonLocal
+		}
 		if f, ok := folders[a.Folder]; ok {
 			row.FolderPath = f.HostPath
 			row.Libraries = fileNames(f.Files)
@@ -123,15 +148,15 @@ func fileNames(files []driverstore.File) []string {
 
 func printInfo(w io.Writer, rep *infoReport) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "INDEX\tVENDOR\tPCI ID\tLUID\tWDDM\tFLAGS\tDRIVER FOLDER\tKEY FILES")
+	fmt.Fprintln(tw, "INDEX\tVENDOR\tPCI ID\tLUID\tWDDM\tMEMORY\tFLAGS\tDRIVER FOLDER\tKEY FILES")
 	for _, a := range rep.Adapters {
 		folder := a.Folder
 		if a.Error != "" {
 			folder = "MISSING"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s:%s\t%s\t%s\t%s\t%s\t%s\n",
+		fmt.Fprintf(tw, "%d\t%s\t%s:%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			a.Index, a.Vendor, strings.TrimPrefix(a.VendorID, "0x"), strings.TrimPrefix(a.DeviceID, "0x"),
-			a.LUID, a.WDDM, strings.Join(a.Flags, ","), orDash(folder), orDash(strings.Join(a.Libraries, " ")))
+			a.LUID, a.WDDM, memoryColumn(a), strings.Join(a.Flags, ","), orDash(folder), orDash(strings.Join(a.Libraries, " ")))
 	}
 	tw.Flush()
 	for _, a := range rep.Adapters {

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/deviceplugin"
@@ -29,6 +30,9 @@ type k8sDevice struct {
 func runInfoK8s(cfg config.Config, asJSON bool, stdout io.Writer) error {
 	opt := deviceplugin.OptionsFrom(cfg)
 	inv, err := gpuhost.List(cfg.DxgDevice, gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir})
+	if err == nil {
+		_ = gpustats.MarkUnhealthy(inv, cfg.DxgDevice) // as the plugin does on every re-list
+	}
 	plan := deviceplugin.Build(inv, err, nil, opt)
 	if plan.Problem != "" {
 		return fmt.Errorf("info: %s", plan.Problem)

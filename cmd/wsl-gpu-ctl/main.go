@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
@@ -23,7 +25,9 @@ import (
 var version = "dev"
 
 func main() {
-	err := run(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args, os.Stdin, os.Stdout, os.Stderr)
+	stop()
 	// Messages carry the name the user typed: wsl-gpu-hook hands its
 	// commands over with its own argv[0].
 	name := wsl.CtlName
@@ -40,6 +44,8 @@ const usage = `usage:
                                           (write the CDI specs, default /etc/cdi; --output FILE|- [--kind KIND] for one)
   wsl-gpu-ctl install|uninstall [--dry-run] [--prefix DIR] [--hook PATH] [--user] [--nvidia-kind=ours|skip] [--amd-kind=ours|skip]
                                 docker|podman|containerd|cdi...
+  wsl-gpu-ctl [--config FILE] top [--interval D] [--once] [--json]     (GPU memory, engine busy %, processes per adapter)
+  wsl-gpu-ctl [--config FILE] metrics [--listen ADDR]                    (serve the same as Prometheus metrics, default 127.0.0.1:9835)
   wsl-gpu-ctl version
 (wsl-gpu-hook runs each of these too.)
 `
@@ -69,6 +75,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runDoctor(cfg, cmdArgs, stdout)
 	case "cdi":
 		return runCDI(cfg, cmdArgs, stdout)
+	case "top":
+		return runTop(ctx, cfg, cmdArgs, stdout)
+	case "metrics":
+		return runMetrics(ctx, cfg, cmdArgs, stdout)
 	case "install":
 		return runInstall(cfg, cmdArgs, stdout, false)
 	default: // uninstall

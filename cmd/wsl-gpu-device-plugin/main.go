@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/deviceplugin"
@@ -55,6 +56,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	features := fs.String("feature-file", deviceplugin.DefaultFeatureFile, "node-feature-discovery feature `file` to keep current; \"\" writes none")
 	debug := fs.Bool("debug", false, "log at debug level")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	metricsAddr := fs.String("metrics-listen", "", "serve GPU metrics for Prometheus at `ADDR`/metrics (e.g. :9835); \"\" serves none")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -81,16 +83,31 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	opt := deviceplugin.OptionsFrom(cfg)
 	log.Info("starting", "version", version, "config", orDefaults(cfg.Path()), "device", cfg.DxgDevice, "plugin-dir", *pluginDir,
 		"cdi", opt.CDI, "replicas", opt.Replicas)
+	health := &gpustats.HealthCheck{Device: cfg.DxgDevice, Timeout: 5 * time.Second}
 	m := server.New(server.Config{
 		PluginDir:   *pluginDir,
 		Options:     opt,
 		Interval:    *interval,
 		FeatureFile: *features,
 		List: func() (*driverstore.Inventory, error) {
-			return gpuhost.List(cfg.DxgDevice, gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir})
+			inv, err := gpuhost.List(cfg.DxgDevice, gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir})
+			if err == nil {
+				// Adapters whose statistics queries fail turn unhealthy.
+				if herr := health.Mark(inv); herr != nil {
+					log.Debug("GPU statistics health unavailable", "err", herr)
+				}
+			}
+			return inv, err
 		},
 		Log: log,
 	})
+	if *metricsAddr != "" {
+		stopMetrics, err := serveMetrics(ctx, cfg.DxgDevice, *metricsAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 	return m.Run(ctx)
 }
 

@@ -30,6 +30,10 @@ func TestHookLinksOnlyTheStart(t *testing.T) {
 		"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiinstall":   "cmd/wsl-gpu-ctl",
 		"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec":      "cmd/wsl-gpu-ctl",
 		"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/deviceplugin": "cmd/wsl-gpu-ctl",
+		// GPU statistics (issue #24) never run on a container start.
+		"github.com/prometheus/":                              "cmd/wsl-gpu-ctl",
+		"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats":   "cmd/wsl-gpu-ctl",
+		"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpumetrics": "cmd/wsl-gpu-ctl",
 	}
 	for _, pkg := range strings.Fields(string(out)) {
 		for prefix, home := range banned {

@@ -49,6 +49,23 @@
 // include/uapi/misc/d3dkmthk.h (x86_64); decoding is pure functions, and
 // pointers to Go buffers inside an argument are pinned for the call.
 //
+// # Statistics (Session)
+//
+// OpenSession keeps the device and one handle per adapter open for a
+// long-lived reader. LX_DXQUERYSTATISTICS (0xC3284743, struct
+// d3dkmt_querystatistics, 0x328 bytes) names the adapter by LUID and is
+// forwarded to the host: ADAPTER (segment and node counts), SEGMENT (commit
+// limit, committed, resident bytes, aperture), NODE (running time in 100 ns
+// units) and PROCESS_SEGMENT_GROUP (a process's budget and usage). Its u64
+// process field is a Linux pid on kernels with the pid lookup (the pid the
+// process had in its own namespace when it opened /dev/dxg; EINVAL when no
+// such dxg process exists) and 0 for the caller. LX_DXQUERYVIDEOMEMORYINFO
+// (0xC038470A, 56 bytes) is the caller's own budget only: the kernel
+// answers EINVAL for any other process. Node names and engine types come
+// from QUERYADAPTERINFO(NODEMETADATA). Results are Windows' SDK layouts;
+// decoders reject short replies and absurd sizes or counters. The hook never
+// opens a Session.
+//
 // # What it never does
 //
 // It never loads libdxcore.so or libd3d12, never uses cgo, never opens

@@ -48,7 +48,7 @@ const (
 // wsl-gpu-hook hands over.
 func IsCtlCommand(cmd string) bool {
 	switch cmd {
-	case "info", "doctor", "cdi", "install", "uninstall":
+	case "info", "doctor", "cdi", "install", "uninstall", "top", "metrics":
 		return true
 	}
 	return false

@@ -32,8 +32,21 @@
 // (the host reports none), denied (node mode 0600 and CMD runs as
 // 65534:65534, so open gets EACCES), ntstatus (failures come back as old
 // 4.19-era drivers returned them: the raw negative NTSTATUS as the ioctl
-// result). N is the adapter's index in host order, compute-only adapters
-// included (the ENUMADAPTERS3-with-compute-only order).
+// result), no-stats (LX_DXQUERYSTATISTICS is ENOTTY, as on kernels before
+// it), no-stats-pid (a statistics query naming a pid fails with EINVAL, as
+// on kernels without the pid lookup), stats-fail=N (adapter N's statistics
+// queries fail with DEVICE_REMOVED while enumeration works),
+// stats-backwards (engine running times shrink over time). N is the
+// adapter's index in host order, compute-only adapters included (the
+// ENUMADAPTERS3-with-compute-only order).
+//
+// Statistics: LX_DXQUERYSTATISTICS (adapter, segment, node and
+// process-segment-group queries), LX_DXQUERYVIDEOMEMORYINFO and the
+// NODEMETADATA query are answered from the profile's workload model
+// (test/simhost WorkloadFor): engine busy fractions and per-process memory
+// that move over time by a clock, so readers can be checked for the
+// percentages and bytes the model sets. Per-process figures go to the
+// process whose command name the model names (simhost.WorkerComm).
 //
 // Misuse the real driver punishes silently is reported: an ENUMADAPTERS3
 // fill with a capacity below the adapter count, and adapter handles a

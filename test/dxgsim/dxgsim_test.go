@@ -679,7 +679,7 @@ func TestParseArgs(t *testing.T) {
 		{"unknown profile", []string{"--profile", "tesla", "--dev", "d", "--", "true"}, `unknown profile "tesla"`},
 		{"no command", []string{"--profile", "nvidia-laptop", "--dev", "d"}, "no command: put it after --"},
 		{"unknown fault", []string{"--profile", "nvidia-laptop", "--dev", "d", "--fault", "slow", "--", "true"},
-			`unknown fault "slow" (known: old-kernel, query-fail=N, missing-folder=N, zero-adapters, denied, ntstatus)`},
+			`unknown fault "slow" (known: old-kernel, query-fail=N, missing-folder=N, zero-adapters, denied, ntstatus, no-stats, no-stats-pid, stats-fail=N, stats-backwards)`},
 		{"index missing", []string{"--profile", "nvidia-laptop", "--dev", "d", "--fault", "query-fail", "--", "true"},
 			`fault "query-fail" needs an adapter index: --fault query-fail=N with N >= 0`},
 		{"index out of range", []string{"--profile", "nvidia-laptop", "--dev", "d", "--fault", "missing-folder=2", "--", "true"},

@@ -27,7 +27,7 @@ type options struct {
 }
 
 // faultNames lists the faults in the order help texts show them.
-const faultNames = "old-kernel, query-fail=N, missing-folder=N, zero-adapters, denied, ntstatus"
+const faultNames = "old-kernel, query-fail=N, missing-folder=N, zero-adapters, denied, ntstatus, no-stats, no-stats-pid, stats-fail=N, stats-backwards"
 
 type faultList []string
 
@@ -100,10 +100,13 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 func (o *options) addFault(f string) error {
 	name, arg, hasArg := strings.Cut(f, "=")
 	flagFault := map[string]*bool{
-		"old-kernel":    &o.cfg.OldKernel,
-		"zero-adapters": &o.cfg.ZeroAdapters,
-		"ntstatus":      &o.cfg.NTStatus,
-		"denied":        &o.denied,
+		"old-kernel":      &o.cfg.OldKernel,
+		"zero-adapters":   &o.cfg.ZeroAdapters,
+		"ntstatus":        &o.cfg.NTStatus,
+		"denied":          &o.denied,
+		"no-stats":        &o.cfg.NoStats,
+		"no-stats-pid":    &o.cfg.NoStatsPID,
+		"stats-backwards": &o.cfg.StatsBackwards,
 	}
 	if b, ok := flagFault[name]; ok {
 		if hasArg {
@@ -118,6 +121,8 @@ func (o *options) addFault(f string) error {
 		list = &o.cfg.QueryFail
 	case "missing-folder":
 		list = &o.cfg.MissingFolder
+	case "stats-fail":
+		list = &o.cfg.StatsFail
 	default:
 		return fmt.Errorf("unknown fault %q (known: %s)", f, faultNames)
 	}

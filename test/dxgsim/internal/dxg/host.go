@@ -16,10 +16,15 @@ type host struct {
 	// queryFail marks adapters whose every query fails as if the device
 	// had been removed.
 	queryFail map[int]bool
+	// load is the modelled GPU use the statistics answer (stats.go).
+	load simhost.Workload
 }
 
 func newHost(cfg Config) *host {
-	h := &host{queryFail: map[int]bool{}}
+	h := &host{queryFail: map[int]bool{}, load: simhost.WorkloadFor(cfg.Profile)}
+	if cfg.Workload != nil {
+		h.load = *cfg.Workload
+	}
 	if !cfg.ZeroAdapters {
 		h.adapters = cfg.Profile.Adapters
 	}
@@ -130,6 +135,8 @@ func (h *host) queryAdapterInfo(i int, typ uint32, buf []byte) uint32 {
 		putUTF16(buf, a.Description)
 	case qaiQueryRegistry:
 		return h.queryRegistry(i, buf)
+	case qaiNodeMetadata:
+		return h.nodeMetadata(i, buf)
 	default:
 		return statusNotSupported
 	}

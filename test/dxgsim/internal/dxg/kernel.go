@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
@@ -27,6 +28,19 @@ type Config struct {
 	// MissingFolder lists adapter indexes whose driver store path names a
 	// folder that does not exist (another hash of the same inf).
 	MissingFolder []int
+	// Statistics (stats.go): Workload replaces the profile's modelled
+	// load, Clock the model's time (default: since New); NoStats answers
+	// LX_DXQUERYSTATISTICS with ENOTTY (kernels before it), NoStatsPID
+	// refuses a pid as kernels without the pid lookup do.
+	Workload            *simhost.Workload
+	Clock               func() time.Duration
+	NoStats, NoStatsPID bool
+	// StatsFail lists adapter indexes whose statistics queries fail with
+	// DEVICE_REMOVED while enumeration still works.
+	StatsFail []int
+	// StatsBackwards makes engine running times shrink as time passes,
+	// as a broken host or a reset adapter would report them.
+	StatsBackwards bool
 }
 
 // Validate reports every index that does not name an adapter.
@@ -45,6 +59,7 @@ func (c Config) Validate() error {
 	}
 	check("query-fail", c.QueryFail)
 	check("missing-folder", c.MissingFolder)
+	check("stats-fail", c.StatsFail)
 	if len(bad) > 0 && n == 0 {
 		return fmt.Errorf("fault %s: the simulated host reports no adapters (profile %q or zero-adapters): drop the fault",
 			strings.Join(bad, ", "), c.Profile.Name)
@@ -118,6 +133,7 @@ type Kernel struct {
 	cfg  Config
 	host *host
 
+	started     time.Time
 	mu          sync.Mutex
 	procs       map[Process]*process
 	stats       Stats
@@ -138,10 +154,11 @@ func New(cfg Config) (*Kernel, error) {
 		return nil, err
 	}
 	return &Kernel{
-		cfg:   cfg,
-		host:  newHost(cfg),
-		procs: map[Process]*process{},
-		stats: Stats{Calls: map[string]uint64{}, Failures: map[string]uint64{}},
+		cfg:     cfg,
+		started: time.Now(),
+		host:    newHost(cfg),
+		procs:   map[Process]*process{},
+		stats:   Stats{Calls: map[string]uint64{}, Failures: map[string]uint64{}},
 	}, nil
 }
 
@@ -162,6 +179,10 @@ func (k *Kernel) Ioctl(c Caller, req uint32, arg uint64, mem Memory, live func()
 		r = k.openAdapterFromLUID(c, arg, mem, live)
 	case LX_DXQUERYADAPTERINFO:
 		r = k.queryAdapterInfo(c, arg, mem, live)
+	case LX_DXQUERYSTATISTICS:
+		r = k.queryStatistics(c, arg, mem, live)
+	case LX_DXQUERYVIDEOMEMORYINFO:
+		r = k.queryVideoMemoryInfo(c, arg, mem, live)
 	default:
 		r = Result{Errno: syscall.ENOTTY}
 	}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
+)
+
+// topKinds are the engine kinds top shows, in column order.
+var topKinds = []struct{ kind, title string }{
+	{"3d", "3D"}, {"compute", "COMPUTE"}, {"copy", "COPY"}, {"video_decode", "VDEC"}, {"video_encode", "VENC"},
+}
+
+func runTop(ctx context.Context, cfg config.Config, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("top", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	interval := fs.Duration("interval", time.Second, "time between samples")
+	once := fs.Bool("once", false, "print one view (two samples, --interval apart) and exit")
+	asJSON := fs.Bool("json", false, "print JSON (implies --once)")
+	if err := fs.Parse(args); err != nil {
+		return cli.UsageError{Msg: "top: " + err.Error()}
+	}
+	if *interval < 10*time.Millisecond {
+		return cli.UsageError{Msg: "top: --interval must be at least 10ms"}
+	}
+	s, err := gpustats.Open(gpustats.Options{Device: cfg.DxgDevice})
+	if err != nil {
+		return fmt.Errorf("top: %w", err)
+	}
+	defer s.Close()
+	s.Sample() // the baseline busy ratios are measured from
+	// A pipe or file gets one view: redrawing needs a terminal.
+	live := !*once && !*asJSON && isTerminal(stdout)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(*interval):
+		}
+		sample := s.Sample()
+		if *asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(sample)
+		}
+		if live {
+			fmt.Fprint(stdout, "\x1b[H\x1b[2J")
+		}
+		printTop(stdout, sample, *interval)
+		if !live {
+			return nil
+		}
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func printTop(w io.Writer, s gpustats.Sample, interval time.Duration) {
+	fmt.Fprintf(w, "wsl-gpu-ctl top  %s  interval %s  %d ioctls\n\n", s.Time.Format("15:04:05"), interval, s.Ioctls)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head := "GPU\tVENDOR\tDESCRIPTION\tMEMORY USED / TOTAL\tBUDGET"
+	for _, k := range topKinds {
+		head += "\t" + k.title
+	}
+	fmt.Fprintln(tw, head)
+	for _, a := range s.Adapters {
+		if a.Error != "" {
+			fmt.Fprintf(tw, "%d\t%s\t%s\tunhealthy: %s\n", a.Index, a.Vendor, a.Description, a.Error)
+			continue
+		}
+		mem := a.Local
+		group := "local"
+		if mem.Total == 0 {
+			mem, group = a.NonLocal, "shared"
+		}
+		row := fmt.Sprintf("%d\t%s\t%s\t%s / %s %s\t%s", a.Index, a.Vendor, a.Description,
+			humanBytes(mem.Used), humanBytes(mem.Total), group, humanBytes(a.Budget))
+		busy := gpustats.KindBusy(a)
+		for _, k := range topKinds {
+			if v, ok := busy[k.kind]; ok {
+				row += fmt.Sprintf("\t%5.1f%%", v*100)
+			} else {
+				row += "\t-"
+			}
+		}
+		fmt.Fprintln(tw, row)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GPU\tPID\tCOMMAND\tCONTAINER\tPOD\tLOCAL\tSHARED")
+	for _, a := range s.Adapters {
+		for _, p := range a.Processes {
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", a.Index, p.PID, p.Comm, orDash(p.Container), orDash(p.Pod),
+				humanBytes(p.Local), humanBytes(p.NonLocal))
+		}
+	}
+	tw.Flush()
+	for _, a := range s.Adapters {
+		for _, e := range a.Engines {
+			if e.Error != "" {
+				fmt.Fprintf(w, "warning: GPU %d engine %s: %s\n", a.Index, e.Name, e.Error)
+			}
+		}
+		for _, n := range a.Notes {
+			fmt.Fprintf(w, "note: GPU %d: %s\n", a.Index, n)
+		}
+	}
+}
+
+// humanBytes prints binary units with one decimal: 2.6 GiB.
+func humanBytes(b uint64) string {
+	if b == 0 {
+		return "0"
+	}
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	v, i := float64(b), 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%d B", b)
+	}
+	return strings.TrimSuffix(fmt.Sprintf("%.1f", v), ".0") + " " + units[i]
+}

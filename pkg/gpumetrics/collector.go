@@ -1,0 +1,105 @@
+package gpumetrics
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
+)
+
+// Sampler is what the collector reads; *gpustats.Sampler is one.
+type Sampler interface {
+	Sample() gpustats.Sample
+}
+
+// Collector turns each scrape into one sample.
+type Collector struct {
+	s Sampler
+
+	up, info, memTotal, memUsed, budget, running, busy, procMem, ioctls, duration *prometheus.Desc
+}
+
+var adapterLabels = []string{"adapter", "luid"}
+
+func labels(extra ...string) []string { return append(append([]string{}, adapterLabels...), extra...) }
+
+// New returns a collector over s.
+func New(s Sampler) *Collector {
+	d := func(name, help string, l []string) *prometheus.Desc {
+		return prometheus.NewDesc("wsl_gpu_"+name, help, l, nil)
+	}
+	return &Collector{
+		s:        s,
+		up:       d("up", "1 if every statistics query of the adapter answered in this scrape, else 0.", labels()),
+		info:     d("adapter_info", "Adapter identity; always 1.", labels("vendor", "description", "driver_version")),
+		memTotal: d("memory_total_bytes", "Size of the adapter's memory segments by group (local: its own VRAM; nonlocal: system memory it maps).", labels("group")),
+		memUsed:  d("memory_used_bytes", "Bytes resident in the adapter's segments by group, every process and Windows itself included.", labels("group")),
+		budget:   d("memory_budget_bytes", "The OS budget for one process in the adapter's main segment group.", labels("group")),
+		running:  d("engine_running_seconds_total", "Time the engine node has been busy since the adapter started.", labels("node", "engine", "kind")),
+		busy:     d("engine_busy_ratio", "Busiest node of each engine kind since the previous scrape (0..1).", labels("kind")),
+		procMem:  d("process_memory_bytes", "Memory a Linux process holding /dev/dxg uses on the adapter.", labels("group", "pid", "comm", "container", "pod")),
+		ioctls:   prometheus.NewDesc("wsl_gpu_scrape_ioctls", "dxg ioctls the last scrape made.", nil, nil),
+		duration: prometheus.NewDesc("wsl_gpu_scrape_duration_seconds", "Time the last scrape's queries took.", nil, nil),
+	}
+}
+
+// Describe sends every descriptor.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.up, c.info, c.memTotal, c.memUsed, c.budget, c.running, c.busy, c.procMem, c.ioctls, c.duration} {
+		ch <- d
+	}
+}
+
+// Collect takes one sample and sends its metrics.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	start := time.Now()
+	s := c.s.Sample()
+	took := time.Since(start)
+	g := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
+	}
+	for _, a := range s.Adapters {
+		idx := strconv.Itoa(a.Index)
+		up := 1.0
+		if a.Error != "" {
+			up = 0
+		}
+		g(c.up, up, idx, a.LUID)
+		g(c.info, 1, idx, a.LUID, a.Vendor, a.Description, a.DriverVersion)
+		if a.Error != "" {
+			continue
+		}
+		main := "local"
+		if a.Local.Total == 0 {
+			main = "nonlocal"
+		}
+		for _, m := range []struct {
+			group string
+			mem   gpustats.Memory
+		}{{"local", a.Local}, {"nonlocal", a.NonLocal}} {
+			if m.mem.Total == 0 {
+				continue
+			}
+			g(c.memTotal, float64(m.mem.Total), idx, a.LUID, m.group)
+			g(c.memUsed, float64(m.mem.Used), idx, a.LUID, m.group)
+		}
+		if a.Budget > 0 {
+			g(c.budget, float64(a.Budget), idx, a.LUID, main)
+		}
+		for _, e := range a.Engines {
+			ch <- prometheus.MustNewConstMetric(c.running, prometheus.CounterValue, e.RunningSeconds, idx, a.LUID, strconv.Itoa(e.Node), e.Name, e.Kind)
+		}
+		for kind, v := range gpustats.KindBusy(a) {
+			g(c.busy, v, idx, a.LUID, kind)
+		}
+		for _, p := range a.Processes {
+			pid := strconv.Itoa(p.PID)
+			g(c.procMem, float64(p.Local), idx, a.LUID, "local", pid, p.Comm, p.Container, p.Pod)
+			g(c.procMem, float64(p.NonLocal), idx, a.LUID, "nonlocal", pid, p.Comm, p.Container, p.Pod)
+		}
+	}
+	g(c.ioctls, float64(s.Ioctls))
+	g(c.duration, took.Seconds())
+}

@@ -1,0 +1,150 @@
+package gpustats
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Process is a process that holds the dxg device open.
+type Process struct {
+	PID int `json:"pid"`
+	// NSPID is its pid in its own pid namespace: the number dxgkrnl
+	// recorded and resolves.
+	NSPID int    `json:"nsPid"`
+	Comm  string `json:"comm"`
+	// Container is the container id the cgroup path names (12 hex
+	// digits), Pod the Kubernetes pod UID; "" when the cgroup says none.
+	Container string `json:"container,omitempty"`
+	Pod       string `json:"pod,omitempty"`
+	// Ambiguous: another dxg process has the same NSPID.
+	Ambiguous bool `json:"ambiguous,omitempty"`
+}
+
+// DxgProcesses lists the processes under procRoot with an fd on the
+// character device at device (compared by device number, so a container's
+// bind mount of the node counts). Processes that vanish or cannot be read
+// (another user's, without root) are skipped.
+func DxgProcesses(procRoot, device string) ([]Process, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(device, &st); err != nil {
+		return nil, fmt.Errorf("stat %s: %w", device, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return nil, fmt.Errorf("%s is not a character device", device)
+	}
+	rdev := st.Rdev
+	dirs, err := os.ReadDir(procRoot)
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	var out []Process
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil || !holdsDevice(filepath.Join(procRoot, d.Name(), "fd"), rdev) {
+			continue
+		}
+		p := Process{PID: pid, NSPID: pid}
+		base := filepath.Join(procRoot, d.Name())
+		if b, err := os.ReadFile(filepath.Join(base, "comm")); err == nil {
+			p.Comm = strings.TrimSpace(string(b))
+		}
+		if f, err := os.Open(filepath.Join(base, "status")); err == nil {
+			if ns := parseNSPid(f); ns > 0 {
+				p.NSPID = ns
+			}
+			f.Close()
+		}
+		if b, err := os.ReadFile(filepath.Join(base, "cgroup")); err == nil {
+			p.Container, p.Pod = ParseCgroup(string(b))
+		}
+		out = append(out, p)
+	}
+	markAmbiguous(out)
+	return out, nil
+}
+
+func holdsDevice(fdDir string, rdev uint64) bool {
+	fds, err := os.ReadDir(fdDir)
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		p := filepath.Join(fdDir, fd.Name())
+		// Sockets, pipes and anonymous inodes ("socket:[123]") are most
+		// fds and cannot be the device; reading the link is far cheaper
+		// than stat'ing through it.
+		if link, err := os.Readlink(p); err != nil || !strings.HasPrefix(link, "/") {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == rdev {
+			return true
+		}
+	}
+	return false
+}
+
+// parseNSPid reads the last NSpid field of /proc/PID/status: the pid in
+// the innermost namespace.
+func parseNSPid(r io.Reader) int {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "NSpid:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 0 {
+				return 0
+			}
+			n, _ := strconv.Atoi(f[len(f)-1])
+			return n
+		}
+	}
+	return 0
+}
+
+func markAmbiguous(ps []Process) {
+	seen := map[int]int{}
+	for _, p := range ps {
+		seen[p.NSPID]++
+	}
+	for i := range ps {
+		ps[i].Ambiguous = seen[ps[i].NSPID] > 1
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].PID < ps[j].PID })
+}
+
+var (
+	containerID = regexp.MustCompile(`(?:docker-|cri-containerd-|crio-|libpod-|/docker/|/)([0-9a-f]{64})(?:\.scope)?(?:/|$)`)
+	podUID      = regexp.MustCompile(`pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})`)
+)
+
+// ParseCgroup finds the container id (shortened to 12 hex digits, as
+// docker ps prints it) and the pod UID in a /proc/PID/cgroup file:
+// systemd-driver paths (docker-<id>.scope, cri-containerd-<id>.scope,
+// kubepods-...-pod<uid with _>.slice) and cgroupfs ones (/docker/<id>,
+// /kubepods/besteffort/pod<uid>/<id>).
+func ParseCgroup(s string) (container, pod string) {
+	for _, line := range strings.Split(s, "\n") {
+		_, path, ok := strings.Cut(line, "::")
+		if !ok {
+			if i := strings.LastIndexByte(line, ':'); i >= 0 {
+				path = line[i+1:]
+			}
+		}
+		if m := containerID.FindStringSubmatch(path); m != nil && container == "" {
+			container = m[1][:12]
+		}
+		if m := podUID.FindStringSubmatch(path); m != nil && pod == "" {
+			pod = strings.ReplaceAll(m[1], "_", "-")
+		}
+	}
+	return container, pod
+}

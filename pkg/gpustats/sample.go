@@ -1,0 +1,337 @@
+package gpustats
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+)
+
+// Engine is one engine node in a sample.
+type Engine struct {
+	Node int    `json:"node"`
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	// RunningSeconds is the node's total busy time since the adapter
+	// started (a counter).
+	RunningSeconds float64 `json:"runningSeconds"`
+	// Busy is the busy ratio (0..1) since the previous sample; nil on the
+	// first sample or after a counter reset.
+	Busy  *float64 `json:"busy,omitempty"`
+	Error string   `json:"error,omitempty"`
+}
+
+// Memory is one segment group of an adapter.
+type Memory struct {
+	Total uint64 `json:"totalBytes"`
+	Used  uint64 `json:"usedBytes"`
+}
+
+// ProcessUse is one process's memory on one adapter.
+type ProcessUse struct {
+	Process
+	Local    uint64 `json:"localBytes"`
+	NonLocal uint64 `json:"nonLocalBytes"`
+}
+
+// Adapter is one adapter in a sample.
+type Adapter struct {
+	Index         int    `json:"index"`
+	LUID          string `json:"luid"`
+	Vendor        string `json:"vendor"`
+	Description   string `json:"description,omitempty"`
+	DriverVersion string `json:"driverVersion,omitempty"`
+	// Local is the adapter's own memory (VRAM), NonLocal the system memory
+	// it maps; an integrated GPU has only NonLocal.
+	Local    Memory `json:"local"`
+	NonLocal Memory `json:"nonLocal"`
+	// Budget is the budget the OS gives this process in the adapter's
+	// main group (local if it has local memory): what an application can
+	// count on keeping resident.
+	Budget    uint64       `json:"budgetBytes,omitempty"`
+	Engines   []Engine     `json:"engines"`
+	Processes []ProcessUse `json:"processes"`
+	// Error is set when the adapter's queries failed: it is unhealthy.
+	Error string `json:"error,omitempty"`
+	// Notes say what could not be attributed (ambiguous pids, a kernel
+	// without the pid lookup).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Sample is every adapter at one moment.
+type Sample struct {
+	Time     time.Time `json:"time"`
+	Adapters []Adapter `json:"adapters"`
+	// Ioctls is how many dxg calls the sample took.
+	Ioctls int `json:"ioctls"`
+}
+
+// Options say where to look.
+type Options struct {
+	// Device is the dxg node (config dxg_device).
+	Device string
+	// ProcRoot is /proc (tests point it elsewhere); "" means /proc.
+	ProcRoot string
+	// NoProcesses skips the per-process figures (health checks).
+	NoProcesses bool
+	// ProcessRescan is how often the /proc scan for dxg processes runs; in
+	// between, the processes found last are asked again (one that exited
+	// answers EINVAL and is dropped from the figures). The scan stats every
+	// fd of every process and costs far more than the ioctls on a busy
+	// host (BenchmarkDxgProcesses); 0 scans on every sample.
+	ProcessRescan time.Duration
+}
+
+// Sampler takes samples; it is safe for concurrent use (one at a time).
+type Sampler struct {
+	mu    sync.Mutex
+	opt   Options
+	s     *dxcore.Session
+	nodes map[dxcore.LUID][]dxcore.Node
+	// prev is each node's last running time and when it was read: the
+	// busy ratio divides by the time between the two reads of that node,
+	// not of the sample, so the calls before it do not skew it.
+	prev    map[string]reading
+	counter countingSession
+	now     func() time.Time
+
+	procs    []Process
+	procErr  error
+	scanned  time.Time
+	rescanOK bool
+}
+
+type reading struct {
+	seconds float64
+	at      time.Time
+}
+
+// countingSession counts the calls a sample makes.
+type countingSession struct{ n int }
+
+// Open opens the device and enumerates the adapters.
+func Open(opt Options) (*Sampler, error) {
+	s, err := dxcore.OpenSession(opt.Device)
+	if err != nil {
+		return nil, err
+	}
+	if opt.ProcRoot == "" {
+		opt.ProcRoot = "/proc"
+	}
+	return &Sampler{opt: opt, s: s, nodes: map[dxcore.LUID][]dxcore.Node{}, prev: map[string]reading{}, now: time.Now}, nil
+}
+
+// Close releases the adapters and the device.
+func (p *Sampler) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.s.Close()
+}
+
+// Adapters returns the adapters the sampler watches.
+func (p *Sampler) Adapters() []dxcore.StatsAdapter { return p.s.Adapters() }
+
+// Sample reads every adapter once.
+func (p *Sampler) Sample() Sample {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	p.counter.n = 0
+	if !p.opt.NoProcesses && (!p.rescanOK || now.Sub(p.scanned) >= p.opt.ProcessRescan) {
+		p.procs, p.procErr = DxgProcesses(p.opt.ProcRoot, p.opt.Device)
+		p.scanned, p.rescanOK = now, true
+	}
+	procs, procErr := p.procs, p.procErr
+	out := Sample{Time: now}
+	for _, a := range p.s.Adapters() {
+		out.Adapters = append(out.Adapters, p.adapter(a, procs, procErr))
+	}
+	out.Ioctls = p.counter.n
+	return out
+}
+
+func (p *Sampler) adapter(a dxcore.StatsAdapter, procs []Process, procErr error) Adapter {
+	out := Adapter{
+		Index: a.Index, LUID: a.LUID.String(), Vendor: vendorName(a.PCI.Vendor),
+		Description: a.Description, DriverVersion: a.DriverVersion,
+		Engines: []Engine{}, Processes: []ProcessUse{},
+	}
+	fail := func(what string, err error) Adapter {
+		out.Error = fmt.Sprintf("%s: %v", what, err)
+		return out
+	}
+	p.counter.n++
+	counts, err := p.s.Counts(a.LUID)
+	if err != nil {
+		return fail("adapter statistics", err)
+	}
+	for id := range counts.Segments {
+		p.counter.n++
+		seg, err := p.s.Segment(a.LUID, id)
+		if err != nil {
+			return fail(fmt.Sprintf("segment %d", id), err)
+		}
+		m := &out.Local
+		if seg.Aperture {
+			m = &out.NonLocal
+		}
+		m.Total += seg.CommitLimit
+		m.Used += seg.Resident
+	}
+	group := dxcore.SegmentGroupLocal
+	if out.Local.Total == 0 {
+		group = dxcore.SegmentGroupNonLocal
+	}
+	p.counter.n++
+	if v, err := p.s.VideoMemory(a.LUID, group); err == nil {
+		out.Budget = v.Budget
+	}
+	nodes, err := p.nodeList(a.LUID, counts.Nodes)
+	if err != nil {
+		return fail("engine metadata", err)
+	}
+	for _, n := range nodes {
+		p.counter.n++
+		ns, err := p.s.RunningTime(a.LUID, n.Ordinal)
+		at := p.now()
+		if err != nil {
+			return fail(fmt.Sprintf("engine %d (%s)", n.Ordinal, n.Name), err)
+		}
+		e := Engine{Node: n.Ordinal, Name: n.Name, Kind: Kind(n), RunningSeconds: float64(ns) / 1e9}
+		key := out.LUID + "/" + fmt.Sprint(n.Ordinal)
+		if last, ok := p.prev[key]; ok && at.After(last.at) {
+			busy, err := busyRatio(last.seconds, e.RunningSeconds, at.Sub(last.at).Seconds())
+			if err != nil {
+				e.Error = err.Error()
+			} else {
+				e.Busy = &busy
+			}
+		}
+		p.prev[key] = reading{seconds: e.RunningSeconds, at: at}
+		out.Engines = append(out.Engines, e)
+	}
+	if procErr != nil {
+		out.Notes = append(out.Notes, "processes: "+procErr.Error())
+	}
+	out.Processes, out.Notes = p.processes(a, procs, out.Notes)
+	return out
+}
+
+// busyRatio is the growth of a running-time counter over wall time. A
+// counter that went backwards (adapter reset, TDR, host restart) or grew
+// faster than time (a broken host) gives an error, never a figure.
+func busyRatio(last, cur, dt float64) (float64, error) {
+	d := cur - last
+	switch {
+	case d < 0:
+		return 0, fmt.Errorf("running time went backwards by %.3f s (adapter reset?): busy ratio restarts with the next sample", -d)
+	case d > dt*1.05+0.005:
+		return 0, fmt.Errorf("running time grew %.3f s in %.3f s of wall time: the host's counter is broken", d, dt)
+	}
+	return min(d/dt, 1), nil
+}
+
+func (p *Sampler) nodeList(luid dxcore.LUID, count int) ([]dxcore.Node, error) {
+	if n, ok := p.nodes[luid]; ok && len(n) == count {
+		return n, nil
+	}
+	var nodes []dxcore.Node
+	for i := range count {
+		p.counter.n++
+		n, err := p.s.Node(luid, i)
+		if err != nil {
+			// Without metadata the node still has a running time.
+			n = dxcore.Node{Ordinal: i, Type: dxcore.EngineOther, Name: fmt.Sprintf("node%d", i)}
+		}
+		nodes = append(nodes, n)
+	}
+	p.nodes[luid] = nodes
+	return nodes, nil
+}
+
+func (p *Sampler) processes(a dxcore.StatsAdapter, procs []Process, notes []string) ([]ProcessUse, []string) {
+	out := []ProcessUse{}
+	self := os.Getpid()
+	for _, pr := range procs {
+		if pr.PID == self {
+			continue // this reader holds /dev/dxg too, and allocates nothing
+		}
+		if pr.Ambiguous {
+			notes = append(notes, fmt.Sprintf("pid %d (%s): its namespace pid %d is shared with another dxg process: not attributable", pr.PID, pr.Comm, pr.NSPID))
+			continue
+		}
+		p.counter.n += 2
+		l, err := p.s.ProcessGroupUsage(a.LUID, pr.NSPID, dxcore.SegmentGroupLocal)
+		if err == nil {
+			var nl dxcore.GroupUsage
+			nl, err = p.s.ProcessGroupUsage(a.LUID, pr.NSPID, dxcore.SegmentGroupNonLocal)
+			if err == nil {
+				if l.Usage+nl.Usage > 0 {
+					out = append(out, ProcessUse{Process: pr, Local: l.Usage, NonLocal: nl.Usage})
+				}
+				continue
+			}
+		}
+		if errors.Is(err, dxcore.ErrProcessNotFound) {
+			notes = append(notes, fmt.Sprintf("pid %d (%s): %v", pr.PID, pr.Comm, dxcore.ErrProcessNotFound))
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("pid %d (%s): %v", pr.PID, pr.Comm, err))
+	}
+	return out, notes
+}
+
+// Kind names an engine's kind for display and labels.
+func Kind(n dxcore.Node) string {
+	switch n.Type {
+	case dxcore.Engine3D:
+		return "3d"
+	case dxcore.EngineVideoDecode:
+		return "video_decode"
+	case dxcore.EngineVideoEncode:
+		return "video_encode"
+	case dxcore.EngineVideoProcessing, dxcore.EngineVideoCodec:
+		return "video_processing"
+	case dxcore.EngineCopy:
+		return "copy"
+	}
+	name := strings.ToLower(n.Name)
+	if strings.HasPrefix(name, "compute") || strings.HasPrefix(name, "cuda") {
+		return "compute"
+	}
+	return "other"
+}
+
+// KindBusy is the busiest node of each kind (Task Manager shows one graph
+// per engine name; an adapter with two copy engines is as busy as the
+// busier one). Kinds without a busy figure are absent.
+func KindBusy(a Adapter) map[string]float64 {
+	out := map[string]float64{}
+	for _, e := range a.Engines {
+		if e.Busy == nil {
+			continue
+		}
+		if v, ok := out[e.Kind]; !ok || *e.Busy > v {
+			out[e.Kind] = *e.Busy
+		}
+	}
+	return out
+}
+
+func vendorName(id uint32) string {
+	switch id {
+	case 0x10de:
+		return "nvidia"
+	case 0x1002:
+		return "amd"
+	case 0x8086:
+		return "intel"
+	case 0x1414:
+		return "microsoft"
+	}
+	return fmt.Sprintf("0x%04x", id)
+}

@@ -1,0 +1,277 @@
+package main
+
+// GPU statistics end to end (issue #24): wsl-gpu-ctl top and metrics,
+// unchanged binaries, on the simulated laptop under its modelled load.
+// The model (simhost.WorkloadFor("nvidia-laptop")): dGPU Compute_0 75%
+// busy, 3D 3%, Copy 40%/0% in 2 s phases; local segment 6 GiB with
+// Windows' 300 MiB plus gpu-worker's 2 GiB; gpu-worker 256 MiB non-local;
+// local budget 5632 MiB. iGPU: 3D 12%, video decode 5%, 600 MiB shared.
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
+)
+
+// statsTools adds the ctl and the worker to the simulator.
+func statsTools(t *testing.T) (tl *tools, ctl, worker, cfg, dev string) {
+	t.Helper()
+	tl = build(t, false)
+	ctl, worker = filepath.Join(tl.dir, "wsl-gpu-ctl"), filepath.Join(tl.dir, "gpu-worker")
+	for _, b := range [][]string{{"-o", ctl, "../../cmd/wsl-gpu-ctl"}, {"-o", worker, "../gpuworker"}} {
+		cmd := exec.Command("go", append([]string{"build"}, b...)...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %v: %v\n%s", b, err, out)
+		}
+	}
+	dev = filepath.Join(tl.dir, "dxg")
+	cfg = filepath.Join(tl.dir, "config.toml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("dxg_device = %q\n", dev)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return tl, ctl, worker, cfg, dev
+}
+
+func near(t *testing.T, what string, got, want, tol float64) {
+	t.Helper()
+	if math.Abs(got-want) > tol {
+		t.Errorf("%s = %v, want %v ± %v", what, got, want, tol)
+	}
+}
+
+func TestTopShowsTheModelledLoad(t *testing.T) {
+	tl, ctl, worker, cfg, dev := statsTools(t)
+	script := fmt.Sprintf(`(sleep 5) | %s %s >/dev/null & sleep 0.3; %s --config %s top --once --json --interval 1s; wait`, worker, dev, ctl, cfg)
+	r := tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", dev}, "sh", "-c", script)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var s gpustats.Sample
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
+		t.Fatalf("%v in %s", err, r.stdout)
+	}
+	if len(s.Adapters) != 2 {
+		t.Fatalf("adapters = %+v", s.Adapters)
+	}
+	igpu, dgpu := s.Adapters[0], s.Adapters[1]
+	busy := gpustats.KindBusy(dgpu)
+	near(t, "dGPU compute busy", busy["compute"], 0.75, 0.005)
+	near(t, "dGPU 3d busy", busy["3d"], 0.03, 0.005)
+	if c := busy["copy"]; c < -0.005 || c > 0.405 {
+		t.Errorf("dGPU copy busy = %v, want within the model's 0..40%%", c)
+	}
+	near(t, "iGPU 3d busy", gpustats.KindBusy(igpu)["3d"], 0.12, 0.005)
+	near(t, "iGPU video decode busy", gpustats.KindBusy(igpu)["video_decode"], 0.05, 0.005)
+	if dgpu.Local != (gpustats.Memory{Total: 6 << 30, Used: 300<<20 + 2<<30}) || dgpu.Budget != 5632<<20 {
+		t.Errorf("dGPU memory = %+v budget %d", dgpu.Local, dgpu.Budget)
+	}
+	if igpu.NonLocal.Used != 600<<20 || igpu.Local.Total != 0 {
+		t.Errorf("iGPU memory = %+v / %+v", igpu.Local, igpu.NonLocal)
+	}
+	if len(dgpu.Processes) != 1 || dgpu.Processes[0].Comm != "gpu-worker" || dgpu.Processes[0].Local != 2<<30 || dgpu.Processes[0].NonLocal != 256<<20 {
+		t.Errorf("dGPU processes = %+v", dgpu.Processes)
+	}
+	if len(igpu.Processes) != 0 {
+		t.Errorf("iGPU processes = %+v: the model gives gpu-worker none there", igpu.Processes)
+	}
+	if dgpu.DriverVersion != "32.0.15.6094" {
+		t.Errorf("driver version %q", dgpu.DriverVersion)
+	}
+}
+
+func TestTopOnOldKernels(t *testing.T) {
+	tl, ctl, worker, cfg, dev := statsTools(t)
+	tests := []struct {
+		fault string
+		check func(t *testing.T, r runResult)
+	}{
+		{"no-stats", func(t *testing.T, r runResult) {
+			// Every adapter unhealthy, one line each, exit 0: top still ran.
+			if r.code != 0 || !strings.Contains(r.stdout, "unhealthy: adapter statistics: LX_DXQUERYSTATISTICS: inappropriate ioctl for device: the WSL kernel has no GPU statistics call: update WSL (wsl --update)") {
+				t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+		}},
+		{"stats-backwards", func(t *testing.T, r runResult) {
+			// A counter going backwards: one warning per engine, no
+			// figure, no crash; memory still shown.
+			if r.code != 0 || !strings.Contains(r.stdout, "warning: GPU 1 engine Compute_0: running time went backwards by") ||
+				!strings.Contains(r.stdout, "2.3 GiB / 6 GiB local") || strings.Contains(r.stdout, "75.0%") {
+				t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+		}},
+		{"no-stats-pid", func(t *testing.T, r runResult) {
+			if r.code != 0 || !strings.Contains(r.stdout, "(gpu-worker): the WSL kernel cannot attribute GPU use to this process") || !strings.Contains(r.stdout, "75.0%") {
+				t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.fault, func(t *testing.T) {
+			script := fmt.Sprintf(`(sleep 4) | %s %s >/dev/null & sleep 0.3; %s --config %s top --once --interval 1s; wait`, worker, dev, ctl, cfg)
+			r := tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", dev, "--fault", tt.fault}, "sh", "-c", script)
+			if strings.Contains(r.stdout, "\x1b[") {
+				t.Errorf("terminal escapes on a pipe: %q", r.stdout)
+			}
+			tt.check(t, r)
+		})
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func scrape(addr string) (string, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// metricValue finds one sample line by its exact name and labels.
+func metricValue(body, series string) (float64, bool) {
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			var v float64
+			_, err := fmt.Sscan(rest, &v)
+			return v, err == nil
+		}
+	}
+	return 0, false
+}
+
+func TestMetricsEndpointShowsTheModelledLoad(t *testing.T) {
+	tl, ctl, worker, cfg, dev := statsTools(t)
+	addr := freePort(t)
+	script := fmt.Sprintf(`(sleep 6) | %s %s >/dev/null & sleep 0.3; %s --config %s metrics --listen %s & sleep 5; kill $!; wait`, worker, dev, ctl, cfg, addr)
+	done := make(chan runResult, 1)
+	go func() { done <- tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", dev}, "sh", "-c", script) }()
+	var body string
+	deadline := time.Now().Add(4 * time.Second)
+	for {
+		var err error
+		if _, err = scrape(addr); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no metrics endpoint: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	start := time.Now()
+	body, err := scrape(addr)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("scrape took %v", took)
+	const a, l = `adapter="1"`, `luid="0x4486d1"`
+	for _, tt := range []struct {
+		series    string
+		want, tol float64
+	}{
+		// Exposition sorts labels by name.
+		{`wsl_gpu_engine_busy_ratio{` + a + `,kind="compute",` + l + `}`, 0.75, 0.005},
+		{`wsl_gpu_engine_busy_ratio{` + a + `,kind="3d",` + l + `}`, 0.03, 0.005},
+		{`wsl_gpu_memory_used_bytes{` + a + `,group="local",` + l + `}`, 300<<20 + 2<<30, 0},
+		{`wsl_gpu_memory_total_bytes{` + a + `,group="local",` + l + `}`, 6 << 30, 0},
+		{`wsl_gpu_memory_budget_bytes{` + a + `,group="local",` + l + `}`, 5632 << 20, 0},
+		{`wsl_gpu_up{` + a + `,` + l + `}`, 1, 0},
+		{`wsl_gpu_adapter_info{` + a + `,description="NVIDIA GeForce RTX 3060 Laptop GPU",driver_version="32.0.15.6094",` + l + `,vendor="nvidia"}`, 1, 0},
+	} {
+		v, ok := metricValue(body, tt.series)
+		if !ok {
+			t.Errorf("no %s in\n%s", tt.series, body)
+			continue
+		}
+		near(t, tt.series, v, tt.want, tt.tol)
+	}
+	if !strings.Contains(body, `wsl_gpu_process_memory_bytes{adapter="1",comm="gpu-worker",container="",group="local",luid="0x4486d1",pid="`) {
+		t.Errorf("no gpu-worker memory in\n%s", body)
+	}
+	if n, _ := metricValue(body, "wsl_gpu_scrape_ioctls"); n == 0 {
+		t.Errorf("scrape ioctls not reported")
+	} else {
+		t.Logf("scrape ioctls %v", n)
+	}
+	if r := <-done; r.code != 0 && r.code != 143 {
+		t.Logf("dxgsim exit %d: %s", r.code, r.stderr)
+	}
+}
+
+// The device plugin's health through the same decision `info --k8s` makes:
+// an adapter whose statistics queries fail (stats-fail: DEVICE_REMOVED on
+// the statistics call only) is advertised unhealthy with the reason; the
+// other stays healthy. And `info --json` carries the memory sizes.
+func TestStatisticsHealthAndInfoMemory(t *testing.T) {
+	tl, ctl, _, _, _ := statsTools(t)
+	p, err := simhost.Lookup("nvidia-laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, dev := tl.host(t, p)
+	r := tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", dev, "--fault", "stats-fail=1"}, ctl, "--config", cfg, "info", "--k8s", "--json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var k8s struct {
+		Devices []struct {
+			Adapter int    `json:"adapter"`
+			Healthy bool   `json:"healthy"`
+			Reason  string `json:"reason"`
+		} `json:"devices"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &k8s); err != nil {
+		t.Fatalf("%v: %s", err, r.stdout)
+	}
+	health := map[int]string{}
+	for _, d := range k8s.Devices {
+		health[d.Adapter] = d.Reason
+		if d.Healthy != (d.Reason == "") {
+			t.Errorf("adapter %d healthy=%v reason %q", d.Adapter, d.Healthy, d.Reason)
+		}
+	}
+	const want = "GPU statistics query failed: LX_DXQUERYSTATISTICS: no such device"
+	if health[0] != "" || health[1] != want {
+		t.Errorf("health = %v, want adapter 1 %q and adapter 0 healthy", health, want)
+	}
+
+	r = tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", dev}, ctl, "--config", cfg, "info", "--json")
+	var info struct {
+		Adapters []struct {
+			Local  uint64 `json:"localMemoryBytes"`
+			Shared uint64 `json:"sharedMemoryBytes"`
+		} `json:"adapters"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil || len(info.Adapters) != 2 {
+		t.Fatalf("%v: %s %s", err, r.stdout, r.stderr)
+	}
+	if info.Adapters[0].Local != 0 || info.Adapters[0].Shared != 8<<30 || info.Adapters[1].Local != 6<<30 || info.Adapters[1].Shared != 8<<30 {
+		t.Errorf("info memory = %+v", info.Adapters)
+	}
+}
