@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
@@ -27,6 +28,9 @@ type Config struct {
 	// MissingFolder lists adapter indexes whose driver store path names a
 	// folder that does not exist (another hash of the same inf).
 	MissingFolder []int
+	// HostLatency is added to every call the driver forwards to the
+	// Windows host (see hostRoundTrip); 0 answers at once.
+	HostLatency time.Duration
 }
 
 // Validate reports every index that does not name an adapter.
@@ -509,6 +513,7 @@ func (k *Kernel) queryAdapterInfo(c Caller, arg uint64, mem Memory, live func() 
 	if !live() {
 		return Result{Gone: true}
 	}
+	k.hostRoundTrip()
 	if nt := k.host.queryAdapterInfo(idx, typ, buf); int32(nt) < 0 {
 		return k.hostFail(nt)
 	}
