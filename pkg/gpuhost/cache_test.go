@@ -3,11 +3,14 @@ package gpuhost
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
@@ -19,7 +22,7 @@ import (
 // under dxgsim.
 const envProbeChild = "GPUHOST_PROBE_CHILD"
 
-type probeSetup struct{ Dev, Root, Cache string }
+type probeSetup struct{ Dev, Lib, Drivers, Cache string }
 
 // probeResult is what one start's probe said.
 type probeResult struct {
@@ -43,7 +46,7 @@ func TestProbeChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	var r probeResult
-	h, skipped, err := Probe(node, Options{LibDir: filepath.Join(s.Root, fixture.LibDir), DriversDir: filepath.Join(s.Root, fixture.DriversDir),
+	h, skipped, err := Probe(node, Options{LibDir: s.Lib, DriversDir: s.Drivers,
 		Ldcache: true, ShortLived: true, CacheDir: s.Cache, Cached: func(hit bool, miss error) {
 			r.Hit = hit
 			if miss != nil {
@@ -60,11 +63,27 @@ func TestProbeChild(t *testing.T) {
 	fmt.Printf("\nRESULT %s\n", data)
 }
 
-// TestProbeCacheUnderDxgsim: starts under the simulator answer from the
-// cache without a host query once it is warm, and a driver update (a new
-// folder in the driver store, which the host then names) or a corrupt
-// cache file makes the next start ask the host and see the new folder.
-// Root: dxgsim makes a device node and installs a seccomp listener.
+// Round-trip budgets of one start's probe on the nvidia-laptop host (two
+// adapters): what reaches the Windows host on WSL. A warm start lists the
+// adapters in the guest and stats the lib dir and the drivers dir (one
+// GETATTR each: they are the mounts' roots, as on WSL); a cold one also
+// queries each adapter twice (ids, driver store path), walks to each
+// folder and scans the lib dir (18 libraries: lookup, open, read, flush,
+// release and getattrs each). TestProbeCacheUnderDxgsim holds the
+// probe to them so they cannot creep up unnoticed; bench-start reports
+// the whole start's.
+const (
+	budgetWarmIoctls, budgetWarmHostIoctls, budgetWarmFS = 1, 0, 2
+	budgetColdIoctls, budgetColdHostIoctls, budgetColdFS = 5, 4, 139
+)
+
+// TestProbeCacheUnderDxgsim: starts under the simulator, with the lib dir
+// and drivers dir served by test/latencyfs (which counts every request),
+// answer from the cache without a host query once it is warm, within the
+// round-trip budgets; a driver update (a new folder in the driver store,
+// which the host then names) or a corrupt cache file makes the next start
+// ask the host and see the new folder. Root: dxgsim makes a device node
+// and installs a seccomp listener, latencyfs mounts.
 func TestProbeCacheUnderDxgsim(t *testing.T) {
 	if os.Getenv(envProbeChild) != "" {
 		t.Skip("in the child")
@@ -72,21 +91,27 @@ func TestProbeCacheUnderDxgsim(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("dxgsim needs root")
 	}
-	dxgsim, err := testbin.Dxgsim(t.TempDir())
+	bin := t.TempDir()
+	dxgsim, err := testbin.Dxgsim(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	root := fixture.Host(t, "nvidia-laptop", fixture.Options{Stubs: true})
-	s := probeSetup{Dev: filepath.Join(t.TempDir(), "dxg"), Root: root, Cache: filepath.Join(t.TempDir(), "cache")}
+	mnt := t.TempDir()
+	s := probeSetup{Dev: filepath.Join(t.TempDir(), "dxg"), Lib: filepath.Join(mnt, "lib"), Drivers: filepath.Join(mnt, "drivers"),
+		Cache: filepath.Join(t.TempDir(), "cache")}
+	fsCounts := serveCounted(t, bin, filepath.Join(root, fixture.LibDir)+":"+s.Lib, filepath.Join(root, fixture.DriversDir)+":"+s.Drivers)
 	setup, _ := json.Marshal(s)
-	start := func(t *testing.T, extra ...string) (probeResult, map[string]uint64) {
+	start := func(t *testing.T, extra ...string) (probeResult, map[string]uint64, map[string]uint64) {
 		t.Helper()
 		rep := filepath.Join(t.TempDir(), "report.json")
 		args := append([]string{"--profile", "nvidia-laptop", "--dev", s.Dev, "--report", rep}, extra...)
 		args = append(args, "--", os.Args[0], "-test.run=^TestProbeChild$", "-test.count=1")
 		cmd := exec.Command(dxgsim, args...)
 		cmd.Env = append(os.Environ(), envProbeChild+"="+string(setup))
+		fsCounts(t)
 		out, err := cmd.CombinedOutput()
+		fs := fsCounts(t)
 		if err != nil {
 			t.Fatalf("dxgsim: %v\n%s", err, out)
 		}
@@ -106,25 +131,36 @@ func TestProbeCacheUnderDxgsim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return r, report.Calls
+		return r, report.Calls, fs
 	}
 	intel, nv := "iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea", "nvltwi.inf_amd64_7b2a5c1c4e6f8d90"
-	check := func(t *testing.T, r probeResult, calls map[string]uint64, hit bool, folders ...string) {
+	check := func(t *testing.T, r probeResult, calls, fs map[string]uint64, hit bool, folders ...string) {
 		t.Helper()
 		if r.Hit != hit || !slices.Equal(r.Folders, folders) {
 			t.Errorf("probe: hit %v (miss %q), folders %v; want hit %v, folders %v", r.Hit, r.Miss, r.Folders, hit, folders)
 		}
-		if q := calls["QUERYADAPTERINFO"]; (q == 0) != hit {
-			t.Errorf("%d host queries with hit %v: %v", q, r.Hit, calls)
+		var ioctls uint64
+		for _, n := range calls {
+			ioctls += n
+		}
+		host := calls["QUERYADAPTERINFO"]
+		maxIoctls, maxHost, maxFS := uint64(budgetColdIoctls), uint64(budgetColdHostIoctls), uint64(budgetColdFS)
+		if hit {
+			maxIoctls, maxHost, maxFS = budgetWarmIoctls, budgetWarmHostIoctls, budgetWarmFS
+		}
+		t.Logf("hit %v: %d ioctls (%d to the host) %v; %d file system requests %v", hit, ioctls, host, calls, fs["total"], fs)
+		if ioctls > maxIoctls || host > maxHost || fs["total"] > maxFS {
+			t.Errorf("over budget (hit %v): %d ioctls (budget %d), %d to the host (budget %d), %d file system requests (budget %d): %v %v",
+				hit, ioctls, maxIoctls, host, maxHost, fs["total"], maxFS, calls, fs)
+		}
+		if !hit && host == 0 {
+			t.Errorf("a miss sent no host query: %v", calls)
 		}
 	}
-	r, calls := start(t)
-	check(t, r, calls, false, intel, nv)
-	r, calls = start(t)
-	check(t, r, calls, true, intel, nv)
-	if calls["ENUMADAPTERS3"] != 1 || len(calls) != 1 {
-		t.Errorf("a warm start sent %v, want one ENUMADAPTERS3", calls)
-	}
+	r, calls, fs := start(t)
+	check(t, r, calls, fs, false, intel, nv)
+	r, calls, fs = start(t)
+	check(t, r, calls, fs, true, intel, nv)
 
 	// A driver update: the new folder appears in the store, the host
 	// names it, the LUIDs stay (dxgsim keeps them; a real host would
@@ -133,10 +169,10 @@ func TestProbeCacheUnderDxgsim(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(root, fixture.DriversDir, updated), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r, calls = start(t, "--folder", "1="+updated)
-	check(t, r, calls, false, intel, updated)
-	r, calls = start(t, "--folder", "1="+updated)
-	check(t, r, calls, true, intel, updated)
+	r, calls, fs = start(t, "--folder", "1="+updated)
+	check(t, r, calls, fs, false, intel, updated)
+	r, calls, fs = start(t, "--folder", "1="+updated)
+	check(t, r, calls, fs, true, intel, updated)
 
 	// A cache file cut in half is ignored and replaced.
 	files, _ := filepath.Glob(filepath.Join(s.Cache, "probe-*.json"))
@@ -147,9 +183,60 @@ func TestProbeCacheUnderDxgsim(t *testing.T) {
 	if err := os.WriteFile(files[0], data[:len(data)/2], 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r, calls = start(t, "--folder", "1="+updated)
-	check(t, r, calls, false, intel, updated)
-	r, calls = start(t, "--folder", "1="+updated)
-	check(t, r, calls, true, intel, updated)
+	r, calls, fs = start(t, "--folder", "1="+updated)
+	check(t, r, calls, fs, false, intel, updated)
+	r, calls, fs = start(t, "--folder", "1="+updated)
+	check(t, r, calls, fs, true, intel, updated)
 }
 
+// serveCounted builds test/latencyfs (a module of its own) into bin, serves
+// each SRC:MNT through it without delay and returns a function that takes
+// its request counts since the last call.
+func serveCounted(t *testing.T, bin string, mounts ...string) func(t *testing.T) map[string]uint64 {
+	t.Helper()
+	root, err := testbin.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lfs := filepath.Join(bin, "latencyfs")
+	build := exec.Command("go", "build", "-o", lfs, ".")
+	build.Dir = filepath.Join(root, "test", "latencyfs")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build test/latencyfs: %v\n%s", err, out)
+	}
+	for _, m := range mounts {
+		if err := os.MkdirAll(m[strings.IndexByte(m, ':')+1:], 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sock := filepath.Join(bin, "latencyfs.sock")
+	cmd := exec.Command(lfs, append([]string{"--latency", "0", "--control", sock}, mounts...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	ready := make([]byte, 6)
+	if _, err := io.ReadFull(out, ready); err != nil || string(ready) != "ready\n" {
+		t.Fatalf("latencyfs did not start: %q %v", ready, err)
+	}
+	return func(t *testing.T) map[string]uint64 {
+		t.Helper()
+		conn, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		var c map[string]uint64
+		if err := json.NewDecoder(conn).Decode(&c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+}
