@@ -2,7 +2,9 @@
 // decide from: the adapters the GPU device enumerates, their driver store
 // folders, the loader-cache entries of the lib dir and where nvidia-smi is.
 //
-// It only reads. The device node itself is stat'ed by devnode.Stat before,
+// It only reads the host; with Options.CacheDir it keeps its answer there
+// for the next start, which then checks it instead of asking the Windows
+// host again (package probecache). The device node itself is stat'ed by devnode.Stat before,
 // because a createContainer hook must allow the node in its own device
 // cgroup before it can open it to enumerate (see gpuplan.Container.Cgroup).
 package gpuhost
