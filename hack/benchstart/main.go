@@ -10,6 +10,11 @@
 //	        its probe cache warm (the state of every start but the first
 //	        after a boot or a driver update)
 //	cold    the same with the probe cache removed before each start
+//	cdihook the shape of our CDI spec (wsl-gpu-hook cdi generate): /dev/dxg
+//	        and the lib dir from the engine, and wsl-gpu-hook cdi-hook as
+//	        the createContainer hook that mounts the selected folders
+//	wrapper runc run through wsl-gpu-runtime (the hook binary as the OCI
+//	        runtime wrapper), which adds the GPU and runs runc
 //	true    runc running /bin/true as the prestart hook: what any hook
 //	        costs a start (runc's fork, exec and wait)
 //	emptygo runc running an empty static Go program as the prestart hook
@@ -62,6 +67,10 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiselect"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
@@ -206,6 +215,9 @@ func prepareAndRun(o options) error {
 		defer os.RemoveAll(work)
 	}
 	if err := copyFile(o.hook, filepath.Join(work, "wsl-gpu-hook")); err != nil {
+		return err
+	}
+	if err := copyFile(o.hook, filepath.Join(work, wsl.WrapperName)); err != nil {
 		return err
 	}
 	if o.compare != "" {
@@ -419,11 +431,14 @@ type variant struct {
 	name   string
 	edit   func(spec *specs.Spec, rootfs string)
 	before func() error // run before the start, untimed
+	// runtime runs the container instead of runc, with env added.
+	runtime string
+	env     []string
 }
 
 // variantNames orders the report: plain first, the floors last; cold comes
 // before hook so that counting cold leaves the cache hook finds.
-var variantNames = []string{"plain", "cold", "hook", "nvcdi", "compare", "true", "emptygo"}
+var variantNames = []string{"plain", "cold", "hook", "cdihook", "wrapper", "nvcdi", "compare", "true", "emptygo"}
 
 func hasVariant(name string, compare, floors bool) bool {
 	switch name {
@@ -508,6 +523,11 @@ func makeVariants(work string, h host, compare, floors bool) ([]variant, error) 
 			v.edit = withHook("wsl-gpu-hook")
 		case "cold":
 			v.edit, v.before = withHook("wsl-gpu-hook"), clearCache
+		case "cdihook":
+			v.edit = cdiEdits(work, h, node)
+		case "wrapper":
+			v.edit = func(s *specs.Spec, _ string) { s.Process.Env = append(s.Process.Env, "WSL_GPU_DEVICES=all") }
+			v.runtime, v.env = filepath.Join(work, wsl.WrapperName), []string{config.Env + "=" + h.config}
 		case "nvcdi":
 			v.edit = nv
 		case "compare":
@@ -570,6 +590,26 @@ func measure(work string, h host, base *specs.Spec, variants []variant, runs int
 		return err
 	}
 	return os.WriteFile(filepath.Join(work, "times-"+h.name+".json"), data, 0o644)
+}
+
+// cdiEdits is what an engine does with our CDI spec's "all" device
+// (pkg/cdispec): the node with its rule, the lib dir bound read-only, the
+// device's selection variable, and cdi-hook at createContainer.
+func cdiEdits(work string, h host, node unix.Stat_t) func(*specs.Spec, string) {
+	major, minor := int64(unix.Major(node.Rdev)), int64(unix.Minor(node.Rdev))
+	mode := os.FileMode(0o666)
+	sel := cdiselect.EnvName(cdispec.Kind, "all") + "=" + cdiselect.Selection{All: true, Index: -1}.String()
+	return func(s *specs.Spec, _ string) {
+		s.Process.Env = append(s.Process.Env, sel, "WSL_GPU_DEVICES=void")
+		s.Mounts = append(s.Mounts, specs.Mount{Source: h.libDir, Destination: "/" + fixture.LibDir, Type: "bind",
+			Options: []string{"ro", "nosuid", "nodev", "rbind", "rprivate"}})
+		s.Linux.Devices = append(s.Linux.Devices, specs.LinuxDevice{Path: "/dev/dxg", Type: "c", Major: major, Minor: minor, FileMode: &mode})
+		s.Linux.Resources.Devices = append(s.Linux.Resources.Devices, specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: &major, Minor: &minor, Access: "rwm"})
+		s.Hooks = &specs.Hooks{CreateContainer: []specs.Hook{{
+			Path: filepath.Join(work, "wsl-gpu-hook"),
+			Args: []string{"wsl-gpu-hook", "--config", h.config, "cdi-hook"},
+		}}}
+	}
 }
 
 // nvidiaEdits is the container edit NVIDIA's WSL CDI spec makes, from the
@@ -667,7 +707,12 @@ func runOnce(work string, base *specs.Spec, v variant, i int) (time.Duration, er
 	}
 	// Settle the page cache and writeback of the setup before timing.
 	syscall.Sync()
-	cmd := exec.Command("runc", "--root", filepath.Join(work, "state"), "run", "--bundle", bundle, id)
+	runtime := "runc"
+	if v.runtime != "" {
+		runtime = v.runtime
+	}
+	cmd := exec.Command(runtime, "--root", filepath.Join(work, "state"), "run", "--bundle", bundle, id)
+	cmd.Env = append(os.Environ(), v.env...)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	d := time.Since(start)
@@ -735,20 +780,20 @@ func report(h host, times map[string][]time.Duration, counts map[string]roundTri
 			adds, pair, rt.Ioctls, rt.HostIoctls, fsCount)
 	}
 	fmt.Println("ioctls: /dev/dxg ioctls of one start (dxgsim); host: those WSL forwards to the Windows host; fs: file system requests to the lib dir and drivers dir (latencyfs), each a round trip on WSL's 9p")
-	for _, name := range []string{"hook", "cold", "nvcdi"} {
+	for _, name := range []string{"hook", "cold", "cdihook", "wrapper", "nvcdi"} {
 		if rt := counts[name]; rt.HasFS {
 			fmt.Printf("%s fs requests by kind: %s\n", name, byOp(rt.FSByOp))
 		}
 	}
 	floor := times["emptygo"]
-	for _, name := range []string{"hook", "cold"} {
+	for _, name := range []string{"hook", "cold", "cdihook", "wrapper"} {
 		if len(floor) > 0 && len(times[name]) > 0 {
 			fmt.Printf("%s over the empty Go hook: %s ms (medians), paired: %s ms\n", name,
 				ms(median(times[name])-median(floor)), ms(median(paired(times[name], floor))))
 		}
 	}
 	nv := median(paired(times["nvcdi"], plain))
-	for _, name := range []string{"hook", "cold"} {
+	for _, name := range []string{"hook", "cold", "cdihook", "wrapper"} {
 		if d := median(paired(times[name], plain)); d > 0 {
 			fmt.Printf("NVIDIA's shape adds %.1f times what %s adds (paired medians, %s / %s ms)\n", float64(nv)/float64(d), name, ms(nv), ms(d))
 		}
