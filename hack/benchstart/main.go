@@ -545,7 +545,12 @@ func makeVariants(work string, h host, compare, floors bool) ([]variant, error) 
 // countOnce starts v once with the file system counts taken around it;
 // dxgsim, run for this start alone, counts the ioctls.
 func countOnce(work string, h host, base *specs.Spec, v variant) error {
+	// The kernel sends RELEASE and RELEASEDIR without waiting for them:
+	// let the last start's arrive before the count starts, and this one's
+	// before it ends.
+	const settle = 200 * time.Millisecond
 	if h.control != "" {
+		time.Sleep(settle)
 		if _, err := takeFSCounts(h.control); err != nil {
 			return fmt.Errorf("latencyfs: %w", err)
 		}
@@ -556,6 +561,7 @@ func countOnce(work string, h host, base *specs.Spec, v variant) error {
 	if h.control == "" {
 		return nil
 	}
+	time.Sleep(settle)
 	c, err := takeFSCounts(h.control)
 	if err != nil {
 		return fmt.Errorf("latencyfs: %w", err)
