@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
@@ -29,6 +30,7 @@ type probeResult struct {
 	Hit     bool
 	Miss    string
 	Folders []string
+	Took    time.Duration // Probe's wall time in the child
 }
 
 // TestProbeChild is the re-run under dxgsim: one start's Probe.
@@ -46,6 +48,7 @@ func TestProbeChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	var r probeResult
+	begin := time.Now()
 	h, skipped, err := Probe(node, Options{LibDir: s.Lib, DriversDir: s.Drivers,
 		Ldcache: true, ShortLived: true, CacheDir: s.Cache, Cached: func(hit bool, miss error) {
 			r.Hit = hit
@@ -53,6 +56,7 @@ func TestProbeChild(t *testing.T) {
 				r.Miss = miss.Error()
 			}
 		}})
+	r.Took = time.Since(begin)
 	if err != nil || len(skipped) > 0 {
 		t.Fatalf("probe: %v, skipped %v", err, skipped)
 	}
@@ -91,48 +95,9 @@ func TestProbeCacheUnderDxgsim(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("dxgsim needs root")
 	}
-	bin := t.TempDir()
-	dxgsim, err := testbin.Dxgsim(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := fixture.Host(t, "nvidia-laptop", fixture.Options{Stubs: true})
-	mnt := t.TempDir()
-	s := probeSetup{Dev: filepath.Join(t.TempDir(), "dxg"), Lib: filepath.Join(mnt, "lib"), Drivers: filepath.Join(mnt, "drivers"),
-		Cache: filepath.Join(t.TempDir(), "cache")}
-	fsCounts := serveCounted(t, bin, filepath.Join(root, fixture.LibDir)+":"+s.Lib, filepath.Join(root, fixture.DriversDir)+":"+s.Drivers)
-	setup, _ := json.Marshal(s)
-	start := func(t *testing.T, extra ...string) (probeResult, map[string]uint64, map[string]uint64) {
-		t.Helper()
-		rep := filepath.Join(t.TempDir(), "report.json")
-		args := append([]string{"--profile", "nvidia-laptop", "--dev", s.Dev, "--report", rep}, extra...)
-		args = append(args, "--", os.Args[0], "-test.run=^TestProbeChild$", "-test.count=1")
-		cmd := exec.Command(dxgsim, args...)
-		cmd.Env = append(os.Environ(), envProbeChild+"="+string(setup))
-		fsCounts(t)
-		out, err := cmd.CombinedOutput()
-		fs := fsCounts(t)
-		if err != nil {
-			t.Fatalf("dxgsim: %v\n%s", err, out)
-		}
-		var r probeResult
-		for _, l := range strings.Split(string(out), "\n") {
-			if res, ok := strings.CutPrefix(l, "RESULT "); ok {
-				if err := json.Unmarshal([]byte(res), &r); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		var report struct{ Calls map[string]uint64 }
-		data, err := os.ReadFile(rep)
-		if err == nil {
-			err = json.Unmarshal(data, &report)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r, report.Calls, fs
-	}
+	w := newProbeWorld(t, 0)
+	start := w.start
+	root := w.root
 	intel, nv := "iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea", "nvltwi.inf_amd64_7b2a5c1c4e6f8d90"
 	check := func(t *testing.T, r probeResult, calls, fs map[string]uint64, hit bool, folders ...string) {
 		t.Helper()
@@ -175,7 +140,7 @@ func TestProbeCacheUnderDxgsim(t *testing.T) {
 	check(t, r, calls, fs, true, intel, updated)
 
 	// A cache file cut in half is ignored and replaced.
-	files, _ := filepath.Glob(filepath.Join(s.Cache, "probe-*.json"))
+	files, _ := filepath.Glob(filepath.Join(w.s.Cache, "probe-*.json"))
 	if len(files) != 1 {
 		t.Fatalf("cache files %v, want one", files)
 	}
@@ -189,10 +154,106 @@ func TestProbeCacheUnderDxgsim(t *testing.T) {
 	check(t, r, calls, fs, true, intel, updated)
 }
 
+// probeWorld is the nvidia-laptop host under dxgsim with its lib dir and
+// drivers dir served by latencyfs, both with latency per host request.
+type probeWorld struct {
+	dxgsim, root string
+	latency      time.Duration
+	s            probeSetup
+	fsCounts     func(testing.TB) map[string]uint64
+}
+
+func newProbeWorld(tb testing.TB, latency time.Duration) *probeWorld {
+	tb.Helper()
+	bin := tb.TempDir()
+	dxgsim, err := testbin.Dxgsim(bin)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w := &probeWorld{dxgsim: dxgsim, root: fixture.Host(tb, "nvidia-laptop", fixture.Options{Stubs: true}), latency: latency}
+	mnt := tb.TempDir()
+	w.s = probeSetup{Dev: filepath.Join(tb.TempDir(), "dxg"), Lib: filepath.Join(mnt, "lib"), Drivers: filepath.Join(mnt, "drivers"),
+		Cache: filepath.Join(tb.TempDir(), "cache")}
+	w.fsCounts = serveCounted(tb, bin, latency, filepath.Join(w.root, fixture.LibDir)+":"+w.s.Lib, filepath.Join(w.root, fixture.DriversDir)+":"+w.s.Drivers)
+	return w
+}
+
+// start runs one start's probe under dxgsim and returns what it said, the
+// ioctls dxgsim counted and the file system requests latencyfs counted.
+func (w *probeWorld) start(tb testing.TB, extra ...string) (probeResult, map[string]uint64, map[string]uint64) {
+	tb.Helper()
+	setup, _ := json.Marshal(w.s)
+	rep := filepath.Join(tb.TempDir(), "report.json")
+	args := append([]string{"--profile", "nvidia-laptop", "--dev", w.s.Dev, "--report", rep, "--host-latency", w.latency.String()}, extra...)
+	args = append(args, "--", os.Args[0], "-test.run=^TestProbeChild$", "-test.count=1")
+	cmd := exec.Command(w.dxgsim, args...)
+	cmd.Env = append(os.Environ(), envProbeChild+"="+string(setup))
+	w.fsCounts(tb)
+	out, err := cmd.CombinedOutput()
+	fs := w.fsCounts(tb)
+	if err != nil {
+		tb.Fatalf("dxgsim: %v\n%s", err, out)
+	}
+	var r probeResult
+	for _, l := range strings.Split(string(out), "\n") {
+		if res, ok := strings.CutPrefix(l, "RESULT "); ok {
+			if err := json.Unmarshal([]byte(res), &r); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	var report struct{ Calls map[string]uint64 }
+	data, err := os.ReadFile(rep)
+	if err == nil {
+		err = json.Unmarshal(data, &report)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r, report.Calls, fs
+}
+
+// BenchmarkProbe times one start's Probe (inside the started process, so
+// runc and process start-up stay out), cold and warm, with the lib dir and
+// drivers dir over latencyfs: without latency, and on bench-start's latency
+// host (100 us per file system request and per dxg call to the host). Root.
+func BenchmarkProbe(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("dxgsim needs root")
+	}
+	for _, lat := range []time.Duration{0, 100 * time.Microsecond} {
+		b.Run("latency="+lat.String(), func(b *testing.B) { benchmarkProbe(b, lat) })
+	}
+}
+
+func benchmarkProbe(b *testing.B, latency time.Duration) {
+	w := newProbeWorld(b, latency)
+	var cold, warm []time.Duration
+	for b.Loop() {
+		files, _ := filepath.Glob(filepath.Join(w.s.Cache, "probe-*.json"))
+		for _, f := range files {
+			os.Remove(f)
+		}
+		r, _, _ := w.start(b)
+		cold = append(cold, r.Took)
+		r, _, _ = w.start(b)
+		if !r.Hit {
+			b.Fatalf("warm start missed: %s", r.Miss)
+		}
+		warm = append(warm, r.Took)
+	}
+	med := func(ds []time.Duration) float64 {
+		slices.Sort(ds)
+		return float64(ds[len(ds)/2]) / float64(time.Millisecond)
+	}
+	b.ReportMetric(med(cold), "cold-ms")
+	b.ReportMetric(med(warm), "warm-ms")
+}
+
 // serveCounted builds test/latencyfs (a module of its own) into bin, serves
 // each SRC:MNT through it without delay and returns a function that takes
 // its request counts since the last call.
-func serveCounted(t *testing.T, bin string, mounts ...string) func(t *testing.T) map[string]uint64 {
+func serveCounted(t testing.TB, bin string, latency time.Duration, mounts ...string) func(t testing.TB) map[string]uint64 {
 	t.Helper()
 	root, err := testbin.Root()
 	if err != nil {
@@ -210,7 +271,7 @@ func serveCounted(t *testing.T, bin string, mounts ...string) func(t *testing.T)
 		}
 	}
 	sock := filepath.Join(bin, "latencyfs.sock")
-	cmd := exec.Command(lfs, append([]string{"--latency", "0", "--control", sock}, mounts...)...)
+	cmd := exec.Command(lfs, append([]string{"--latency", latency.String(), "--control", sock}, mounts...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +287,7 @@ func serveCounted(t *testing.T, bin string, mounts ...string) func(t *testing.T)
 	if _, err := io.ReadFull(out, ready); err != nil || string(ready) != "ready\n" {
 		t.Fatalf("latencyfs did not start: %q %v", ready, err)
 	}
-	return func(t *testing.T) map[string]uint64 {
+	return func(t testing.TB) map[string]uint64 {
 		t.Helper()
 		conn, err := net.Dial("unix", sock)
 		if err != nil {
