@@ -477,7 +477,119 @@ func child(work string, o options) error {
 		}
 		return countOnce(work, h, &base, variants[i])
 	}
-	return measure(work, h, &base, variants, o.runs)
+	if err := measure(work, h, &base, variants, o.runs); err != nil {
+		return err
+	}
+	return hookOnly(work, h, &base, variants, o.runs)
+}
+
+// hookOnly times the hook process alone, the way runc runs a prestart hook
+// (the state on stdin), against one created container, next to the empty
+// Go hook run the same way: a whole start's noise (runc, the overlay, the
+// cgroup) stays out. After the first run the container's mounts are there
+// already and the hook keeps them (it checks each), which a first start
+// does not do; the probe is the same.
+func hookOnly(work string, h host, base *specs.Spec, variants []variant, runs int) error {
+	var hook, cold variant
+	for _, v := range variants {
+		switch v.name {
+		case "hook":
+			hook = v
+		case "cold":
+			cold = v
+		}
+	}
+	if _, err := os.Stat(filepath.Join(work, "emptyhook")); err != nil {
+		return nil // no floor to compare with
+	}
+	id := "bench-hookonly"
+	dir := filepath.Join(work, "runs", id)
+	bundle := filepath.Join(dir, "bundle")
+	rootfs := filepath.Join(bundle, "rootfs")
+	upper, wdir := filepath.Join(dir, "upper"), filepath.Join(dir, "work")
+	for _, d := range []string{rootfs, upper, wdir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	defer os.RemoveAll(dir)
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", filepath.Join(work, "lower"), upper, wdir)
+	if err := unix.Mount("overlay", rootfs, "overlay", 0, opts); err != nil {
+		return fmt.Errorf("mount overlay: %w", err)
+	}
+	defer unix.Unmount(rootfs, unix.MNT_DETACH)
+	spec := clone(base)
+	spec.Linux.CgroupsPath = "/" + cgroupParent + "/" + id
+	if spec.Linux.Resources == nil {
+		spec.Linux.Resources = &specs.LinuxResources{}
+	}
+	spec.Process.Env = append(spec.Process.Env, "WSL_GPU_DEVICES=all")
+	data, err := json.Marshal(spec)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644)
+	}
+	if err != nil {
+		return err
+	}
+	state := filepath.Join(work, "state")
+	if out, err := exec.Command("runc", "--root", state, "create", "--bundle", bundle, id).CombinedOutput(); err != nil {
+		return fmt.Errorf("runc create: %w: %s", err, out)
+	}
+	defer exec.Command("runc", "--root", state, "delete", "-f", id).Run()
+	out, err := exec.Command("runc", "--root", state, "state", id).Output()
+	if err != nil {
+		return fmt.Errorf("runc state: %w", err)
+	}
+	var st struct {
+		Pid int `json:"pid"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		return err
+	}
+	stdin := fmt.Sprintf(`{"ociVersion":"1.0.2","id":%q,"status":"created","pid":%d,"bundle":%q}`, id, st.Pid, bundle)
+	type hv struct {
+		name   string
+		args   []string
+		before func() error
+	}
+	hooks := []hv{
+		{"emptygo", []string{filepath.Join(work, "emptyhook")}, nil},
+		{"hook", []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.config, "prestart"}, hook.before},
+		{"cold", []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.config, "prestart"}, cold.before},
+	}
+	times := map[string][]time.Duration{}
+	for i := -1; i < runs; i++ { // round -1 warms up
+		for k := range hooks {
+			v := hooks[(max(i, 0)+k)%len(hooks)]
+			if v.before != nil {
+				if err := v.before(); err != nil {
+					return err
+				}
+			}
+			cmd := exec.Command(v.args[0], v.args[1:]...)
+			cmd.Stdin = strings.NewReader(stdin)
+			start := time.Now()
+			out, err := cmd.CombinedOutput()
+			d := time.Since(start)
+			if err != nil {
+				return fmt.Errorf("%s on a created container: %w: %s", v.name, err, out)
+			}
+			if i >= 0 {
+				times[v.name] = append(times[v.name], d)
+			}
+		}
+	}
+	floor := times["emptygo"]
+	fmt.Printf("the hook process alone (%s host), exec'd with a created container's state, %d runs each, alternating:\n", h.name, runs)
+	for _, v := range hooks {
+		t := times[v.name]
+		line := fmt.Sprintf("  %-7s median %5s ms, p25 %5s, p75 %5s, min %5s", v.name, ms(median(t)), ms(quantile(t, 0.25)), ms(quantile(t, 0.75)), ms(slices.Min(t)))
+		if v.name != "emptygo" {
+			line += fmt.Sprintf("; over the empty Go hook %s ms (medians), paired %s ms", ms(median(t)-median(floor)), ms(median(paired(t, floor))))
+		}
+		fmt.Println(line)
+	}
+	return nil
 }
 
 func makeVariants(work string, h host, compare, floors bool) ([]variant, error) {
