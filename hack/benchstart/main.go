@@ -532,20 +532,39 @@ func hookOnly(work string, h host, base *specs.Spec, variants []variant, runs in
 		return err
 	}
 	state := filepath.Join(work, "state")
-	if out, err := exec.Command("runc", "--root", state, "create", "--bundle", bundle, id).CombinedOutput(); err != nil {
-		return fmt.Errorf("runc create: %w: %s", err, out)
+	// The container's process keeps runc's stdio: give it none, or a
+	// reader of its output would wait for it to exit.
+	create := exec.Command("runc", "--root", state, "--log", filepath.Join(dir, "runc.log"), "create", "--bundle", bundle, id)
+	if err := create.Run(); err != nil {
+		log, _ := os.ReadFile(filepath.Join(dir, "runc.log"))
+		return fmt.Errorf("runc create: %w: %s", err, log)
 	}
 	defer exec.Command("runc", "--root", state, "delete", "-f", id).Run()
-	out, err := exec.Command("runc", "--root", state, "state", id).Output()
-	if err != nil {
-		return fmt.Errorf("runc state: %w", err)
+	// Hooks run before pivot_root, in a mount namespace that still shows
+	// the bundle; a created container is past that. The hook is pointed
+	// at a stand-in instead: a process in a private copy of this mount
+	// namespace, moved into the container's cgroups.
+	standIn := exec.Command("unshare", "--mount", "--propagation", "private", "sleep", "3600")
+	if err := standIn.Start(); err != nil {
+		return fmt.Errorf("start the stand-in: %w", err)
 	}
-	var st struct {
-		Pid int `json:"pid"`
+	defer func() {
+		_ = standIn.Process.Kill()
+		_ = standIn.Wait()
+	}()
+	time.Sleep(100 * time.Millisecond) // unshare has exec'd sleep
+	procs, _ := filepath.Glob("/sys/fs/cgroup/*/" + cgroupParent + "/" + id + "/cgroup.procs")
+	procs = append(procs, filepath.Join("/sys/fs/cgroup", cgroupParent, id, "cgroup.procs"))
+	moved := 0
+	for _, p := range procs {
+		if os.WriteFile(p, []byte(strconv.Itoa(standIn.Process.Pid)), 0) == nil {
+			moved++
+		}
 	}
-	if err := json.Unmarshal(out, &st); err != nil {
-		return err
+	if moved == 0 {
+		return errors.New("could not move the stand-in into the container's cgroups")
 	}
+	st := struct{ Pid int }{standIn.Process.Pid}
 	stdin := fmt.Sprintf(`{"ociVersion":"1.0.2","id":%q,"status":"created","pid":%d,"bundle":%q}`, id, st.Pid, bundle)
 	type hv struct {
 		name   string
