@@ -31,7 +31,7 @@ demo: setup build tools
 
 # TESTMODS are test modules of their own (heavy test-only dependencies
 # stay out of the main go.mod); they test this checkout through a replace.
-TESTMODS := test/engines
+TESTMODS := test/engines test/latencyfs
 
 ## engines: the engine matrix's engines (runc, containerd, dockerd from their
 ## Go modules) and Debian 13 root, built once into /var/cache/wsl-gpu-hook-e2e

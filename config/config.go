@@ -82,6 +82,11 @@ type Config struct {
 	DRIDir string `toml:"dri_dir"`
 	// WSLgDir holds WSLg's sockets, given to display containers.
 	WSLgDir string `toml:"wslg_dir"`
+	// ProbeCache is the directory (on a tmpfs such as /run) where a start
+	// keeps what it learned of the host, so the next start validates it
+	// instead of asking the Windows host again (package probecache); ""
+	// disables it.
+	ProbeCache string `toml:"probe_cache"`
 	// DevicePlugin configures wsl-gpu-device-plugin, the kubelet plugin.
 	DevicePlugin DevicePlugin `toml:"device_plugin"`
 
@@ -116,6 +121,7 @@ func Default() Config {
 		ROCmDir:           "/opt/rocm",
 		DRIDir:            "/dev/dri",
 		WSLgDir:           "/mnt/wslg",
+		ProbeCache:        "/run/wsl-gpu-hook",
 		DevicePlugin: DevicePlugin{
 			NVIDIAResource: "nvidia.com/gpu", AMDResource: "amd.com/gpu",
 			IntelResource: "gpu.intel.com/dxg", OtherResource: "wsl-gpu-hook.dev/dxg",
@@ -186,7 +192,7 @@ func (c *Config) decode(data []byte) error {
 
 // Keys lists every key a config file may set.
 func Keys() []string {
-	return []string{"dxg_device", "lib_dir", "drivers_dir", "ldcache", "log_file", "log_level", "request_env", "request_annotation", "runtime", "rocm_dir", "dri_dir", "wslg_dir", "device_plugin"}
+	return []string{"dxg_device", "lib_dir", "drivers_dir", "ldcache", "log_file", "log_level", "request_env", "request_annotation", "runtime", "rocm_dir", "dri_dir", "wslg_dir", "probe_cache", "device_plugin"}
 }
 
 var (
@@ -265,6 +271,9 @@ func (c Config) Validate() error {
 		if !filepath.IsAbs(p.val) || filepath.Clean(p.val) != p.val {
 			bad(p.key, "%q must be a clean absolute path", p.val)
 		}
+	}
+	if c.ProbeCache != "" && (!filepath.IsAbs(c.ProbeCache) || filepath.Clean(c.ProbeCache) != c.ProbeCache) {
+		bad("probe_cache", "%q must be a clean absolute path, or \"\" to disable the cache", c.ProbeCache)
 	}
 	if c.LogFile != "" && !filepath.IsAbs(c.LogFile) {
 		bad("log_file", "%q must be an absolute path, or \"\" to disable the log", c.LogFile)

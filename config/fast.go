@@ -118,6 +118,8 @@ func (c *Config) set(table bool, name string, v *unstable.Node) (uint32, bool) {
 		return 1 << 10, str(&c.DRIDir, v)
 	case "wslg_dir":
 		return 1 << 11, str(&c.WSLgDir, v)
+	case "probe_cache":
+		return 1 << 12, str(&c.ProbeCache, v)
 	}
 	return 0, false
 }

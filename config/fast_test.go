@@ -172,7 +172,7 @@ var docLines = []string{
 	"# comment", "", "device_plugin = {}", "device_plugin.cdi = true",
 	"dxg_device = \"/x\"", "lib_dir = '/y'", "drivers_dir = \"\"\"/z\"\"\"", "ldcache = \"none\"",
 	"log_file = \"\"", "log_level = \"debug\"", "runtime = \"crun\"", "request_annotation = \"a/b\"",
-	"rocm_dir = \"/r\"", "dri_dir = \"/d\"", "wslg_dir = \"/w\"", "\"ldcache\" = \"builtin\"", "LDCACHE = \"none\"",
+	"rocm_dir = \"/r\"", "dri_dir = \"/d\"", "wslg_dir = \"/w\"", "probe_cache = \"\"", "probe_cache = \"/p\"", "\"ldcache\" = \"builtin\"", "LDCACHE = \"none\"",
 	"request_env = [\"A\"]", "request_env = [\"A\", \"B\",]", "request_env = []", "request_env = \"A\"", "request_env = [1]",
 	"nvidia_resource = \"a.com/b\"", "amd_resource = \"\"", "intel_resource = 'i.com/x'", "other_resource = \"o.io/y\"",
 	"replicas = 2", "replicas = 0x2", "replicas = 1_0", "replicas = -1", "replicas = 2.5", "replicas = \"2\"",

@@ -6,7 +6,13 @@
 # instead of one built here the way `make build` builds it; COMPARE=path
 # runs a second hook binary (an older build) as another variant. The floors
 # true (/bin/true as the hook) and emptygo (an empty static Go hook) show
-# what any hook, and any Go hook, costs a start on this machine.
+# what any hook, and any Go hook, costs a start on this machine. HOSTS
+# (default plain,latency) picks the simulated hosts, measured one after the
+# other: latency serves the lib dir and drivers dir through test/latencyfs
+# (FUSE) and delays dxg calls to the host, as WSL's VM boundary does;
+# FS_LATENCY and DXG_LATENCY override its per-request delays (defaults and
+# their sources in hack/benchstart). Each start's round trips to the host
+# (dxg ioctls, file system requests) are counted next to its time.
 set -eu
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then
@@ -23,6 +29,8 @@ if [ -z "$hook" ]; then
 fi
 $GO build -o "$bin/dxgsim" ./test/dxgsim
 $GO build -o "$bin/benchstart" ./hack/benchstart
+(cd test/latencyfs && $GO build -o "$bin/latencyfs" .)
 # The floors: an empty static Go hook, built the way the hook is.
 CGO_ENABLED=0 $GO build -trimpath -ldflags "-s -w" -o "$bin/emptyhook" ./hack/benchstart/emptyhook
-"$bin/benchstart" --runs "${RUNS:-21}" --hook "$hook" --compare "${COMPARE:-}" --empty "$bin/emptyhook" --dxgsim "$bin/dxgsim" "$@"
+"$bin/benchstart" --runs "${RUNS:-21}" --hook "$hook" --compare "${COMPARE:-}" --empty "$bin/emptyhook" --dxgsim "$bin/dxgsim" \
+	--latencyfs "$bin/latencyfs" --hosts "${HOSTS:-plain,latency}" ${FS_LATENCY:+--fs-latency "$FS_LATENCY"} ${DXG_LATENCY:+--dxg-latency "$DXG_LATENCY"} "$@"

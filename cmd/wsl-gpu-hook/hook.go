@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -100,6 +102,14 @@ func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, log *logrus.E
 	// Selection variables (ZE_AFFINITY_MASK, Mesa's adapter name) need the
 	// adapters' types and descriptions; a request for all sets none.
 	opts.Details = !in.req.All && !fromCDI
+	opts.Cached = func(hit bool, miss error) {
+		switch {
+		case hit:
+			log.Debugf("host probe answered from the cache in %s", cfg.ProbeCache)
+		case miss != nil && !errors.Is(miss, fs.ErrNotExist):
+			log.Infof("host probe cache not used: %v", miss)
+		}
+	}
 	host, skipped, err := gpuhost.Probe(node, opts)
 	for _, s := range skipped {
 		log.Warnf("skipped %v", s)
@@ -197,7 +207,7 @@ func readInput(cfg config.Config, stdin io.Reader, fromCDI bool) (*input, error)
 
 func hostOptions(cfg config.Config) gpuhost.Options {
 	// A hook is one short-lived process with one /dev/dxg fd.
-	return gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir, Ldcache: cfg.Ldcache == config.LdcacheBuiltin, ShortLived: true}
+	return gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir, Ldcache: cfg.Ldcache == config.LdcacheBuiltin, ShortLived: true, CacheDir: cfg.ProbeCache}
 }
 
 // allowSelf grants the device to the cgroup this hook runs in: a

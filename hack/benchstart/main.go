@@ -1,10 +1,20 @@
 // Command benchstart measures what the hook adds to a container start: it
-// runs `runc run` of a container running /bin/true three ways, alternately,
-// on the simulated NVIDIA laptop host (dxgsim + test/fixture), each on a
-// fresh overlay root file system on disk, and prints medians and ratios.
+// runs `runc run` of a container running /bin/true several ways,
+// alternately, on the simulated NVIDIA laptop host (dxgsim + test/fixture),
+// each on a fresh overlay root file system on disk, and prints medians,
+// ratios and, for one start of each, the round trips to the Windows host it
+// causes.
 //
 //	plain   runc alone
-//	hook    runc with wsl-gpu-hook as a prestart hook, WSL_GPU_DEVICES=all
+//	hook    runc with wsl-gpu-hook as a prestart hook, WSL_GPU_DEVICES=all,
+//	        its probe cache warm (the state of every start but the first
+//	        after a boot or a driver update)
+//	cold    the same with the probe cache removed before each start
+//	cdihook the shape of our CDI spec (wsl-gpu-hook cdi generate): /dev/dxg
+//	        and the lib dir from the engine, and wsl-gpu-hook cdi-hook as
+//	        the createContainer hook that mounts the selected folders
+//	wrapper runc run through wsl-gpu-runtime (the hook binary as the OCI
+//	        runtime wrapper), which adds the GPU and runs runc
 //	true    runc running /bin/true as the prestart hook: what any hook
 //	        costs a start (runc's fork, exec and wait)
 //	emptygo runc running an empty static Go program as the prestart hook
@@ -15,6 +25,21 @@
 //	        folder and libdxcore.so bound read-only one by one, and a
 //	        createContainer hook that runs the host's ldconfig -r on the
 //	        root file system as nvidia-cdi-hook update-ldcache does
+//
+// Two hosts, one after the other (--hosts):
+//
+//	plain   the fixture tree on the work dir's disk, dxgsim answering at
+//	        once: the start cost as CPU
+//	latency the lib dir and the drivers dir served by test/latencyfs (FUSE)
+//	        with --fs-latency per request, and dxgsim delaying each call WSL
+//	        forwards to the host by --dxg-latency: the start cost as the VM
+//	        boundary shapes it (defaults and their sources at
+//	        defaultFSLatency)
+//
+// Round trips are counted on one extra start of each variant: dxg ioctls by
+// dxgsim (its --report; QUERYADAPTERINFO is the host-bound one) and file
+// system requests by latencyfs (latency host only; each is a round trip to
+// the Windows file server on WSL). Both are deterministic.
 //
 // Run it as root through `make bench-start` (hack/bench-start.sh). It
 // re-runs itself under dxgsim so that the hook's ioctls reach the
@@ -27,7 +52,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,13 +67,17 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiselect"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
 
 const (
 	profileName = "nvidia-laptop"
-	// envWork names the prepared work dir in the re-run under dxgsim.
+	// envWork names the prepared work dir in the re-runs under dxgsim.
 	envWork = "WSL_GPU_BENCH_WORK"
 	// cgroupParent holds every bench container's cgroup.
 	cgroupParent = "wsl-gpu-hook-bench"
@@ -54,15 +85,43 @@ const (
 	debianTarball = "debian-bookworm-minbase-v1.tar"
 )
 
+// The latency host's defaults.
+//
+// defaultFSLatency is one request to WSL's 9p file server on Windows. Two
+// public measurements bound it: microsoft/WSL#9430 (Windows 11, 2023) times
+// 1000 rounds of open-write-close, open-read-close and stat of a file on
+// /mnt/c at 1.50 s, 1.5 ms a round of about 13 9p requests (walk, open,
+// write, clunk, walk, open, read, clunk, walk, getattr, clunk and two
+// getattrs), about 115 us each; microsoft/wslg#264 (2021) measures one
+// stat() of an NTFS file from WSL2 at 900-1100 us, a walk, a getattr and a
+// clunk, about 300 us each. The lower figure is taken, so the benchmark
+// does not flatter a change that saves round trips.
+//
+// defaultDxgLatency is one QUERYADAPTERINFO to the Windows host: a
+// synchronous VM-bus message to dxgkrnl on Windows. No public measurement
+// of it was found; it is taken equal to a 9p request, which is also a
+// VM-bus round trip to a Windows service (the file server), and is a flag.
+const (
+	defaultFSLatency  = 100 * time.Microsecond
+	defaultDxgLatency = 100 * time.Microsecond
+)
+
 type options struct {
-	runs    int
-	hook    string // the hook binary to measure
-	compare string // another hook binary, measured alongside: "" for none
-	empty   string // the empty Go hook (emptyhook): "" leaves the floors out
-	dxgsim  string
-	cache   string // test/e2e's cache: the Debian image and fixture objects
-	workDir string // parent of the work dir: on disk, not tmpfs
-	keep    bool
+	runs       int
+	hook       string // the hook binary to measure
+	compare    string // another hook binary, measured alongside: "" for none
+	empty      string // the empty Go hook (emptyhook): "" leaves the floors out
+	dxgsim     string
+	latencyfs  string // test/latencyfs: needed for the latency host
+	hosts      string
+	fsLatency  time.Duration
+	dxgLatency time.Duration
+	cache      string // test/e2e's cache: the Debian image and fixture objects
+	workDir    string // parent of the work dir: on disk, not tmpfs
+	keep       bool
+	// In the re-runs under dxgsim:
+	host  string // the host measured
+	count string // count one start of this variant instead of timing
 }
 
 func main() {
@@ -70,15 +129,21 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 21, "runs of each variant")
 	flag.StringVar(&o.hook, "hook", "", "wsl-gpu-hook binary to measure (required)")
 	flag.StringVar(&o.dxgsim, "dxgsim", "", "dxgsim binary (required)")
+	flag.StringVar(&o.latencyfs, "latencyfs", "", "test/latencyfs binary (required for the latency host)")
+	flag.StringVar(&o.hosts, "hosts", "plain,latency", "hosts to measure, one after the other: plain, latency")
+	flag.DurationVar(&o.fsLatency, "fs-latency", defaultFSLatency, "latency host: delay of each file system request to the lib dir and drivers dir (WSL's 9p; see defaultFSLatency)")
+	flag.DurationVar(&o.dxgLatency, "dxg-latency", defaultDxgLatency, "latency host: delay of each dxg call WSL forwards to the Windows host (see defaultDxgLatency)")
 	flag.StringVar(&o.empty, "empty", "", "the empty Go hook (hack/benchstart/emptyhook): adds the floor variants true and emptygo")
-	flag.StringVar(&o.compare, "compare", "", "a second hook binary (an older build, say), run as a fourth variant \"compare\"")
+	flag.StringVar(&o.compare, "compare", "", "a second hook binary (an older build, say), run as another variant \"compare\"")
 	flag.StringVar(&o.cache, "cache", "/var/cache/wsl-gpu-hook-e2e", "test/e2e's cache: the Debian minbase image and the fixture's compiled objects")
 	flag.StringVar(&o.workDir, "workdir", "/var/tmp", "where the work dir goes: a disk file system, as container storage is")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work dir")
+	flag.StringVar(&o.host, "host", "", "internal: the host of a re-run under dxgsim")
+	flag.StringVar(&o.count, "count", "", "internal: count one start of this variant")
 	flag.Parse()
 	var err error
 	if w := os.Getenv(envWork); w != "" {
-		err = measure(w, o.runs, o.compare != "", o.empty != "")
+		err = child(w, o)
 	} else {
 		err = prepareAndRun(o)
 	}
@@ -88,8 +153,30 @@ func main() {
 	}
 }
 
+// host is one simulated host's paths in the work dir.
+type host struct {
+	name               string
+	libDir, driversDir string // what the hook's config and NVIDIA's binds use
+	config             string // the hook's config for this host
+	cacheDir           string // its probe_cache
+	control            string // latencyfs's socket; "" on the plain host
+}
+
+func hostIn(work, name string) host {
+	h := host{name: name, config: filepath.Join(work, "hook-"+name+".toml"), cacheDir: filepath.Join(work, "cache-"+name)}
+	switch name {
+	case "latency":
+		h.libDir, h.driversDir = filepath.Join(work, "lat", "lib"), filepath.Join(work, "lat", "drivers")
+		h.control = filepath.Join(work, "lat.sock")
+	default:
+		h.libDir, h.driversDir = filepath.Join(work, "host", fixture.LibDir), filepath.Join(work, "host", fixture.DriversDir)
+	}
+	return h
+}
+
 // prepareAndRun builds the simulated host and the image's lower layer, then
-// re-runs this program under dxgsim to measure.
+// for each host counts one start of each variant and times them all, each
+// in a re-run of this program under dxgsim.
 func prepareAndRun(o options) error {
 	if os.Geteuid() != 0 {
 		return errors.New("runs containers with runc: run it as root (sudo make bench-start)")
@@ -99,6 +186,15 @@ func prepareAndRun(o options) error {
 	}
 	if o.runs < 1 {
 		return errors.New("--runs must be at least 1")
+	}
+	hosts := strings.Split(o.hosts, ",")
+	for _, h := range hosts {
+		if h != "plain" && h != "latency" {
+			return fmt.Errorf("--hosts: unknown host %q (plain, latency)", h)
+		}
+		if h == "latency" && o.latencyfs == "" {
+			return errors.New("the latency host needs --latencyfs (hack/bench-start.sh passes it)")
+		}
 	}
 	for _, tool := range []string{"runc", "tar", "ldconfig"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -119,6 +215,9 @@ func prepareAndRun(o options) error {
 		defer os.RemoveAll(work)
 	}
 	if err := copyFile(o.hook, filepath.Join(work, "wsl-gpu-hook")); err != nil {
+		return err
+	}
+	if err := copyFile(o.hook, filepath.Join(work, wsl.WrapperName)); err != nil {
 		return err
 	}
 	if o.compare != "" {
@@ -153,44 +252,207 @@ func prepareAndRun(o options) error {
 			return err
 		}
 	}
-	cfg := fmt.Sprintf("dxg_device = %q\nlib_dir = %q\ndrivers_dir = %q\nlog_file = %q\n",
-		filepath.Join(work, "dev/dxg"), filepath.Join(work, "host", fixture.LibDir),
-		filepath.Join(work, "host", fixture.DriversDir), filepath.Join(work, "hook.log"))
-	if err := os.WriteFile(filepath.Join(work, "hook.toml"), []byte(cfg), 0o644); err != nil {
-		return err
-	}
 	tmpl, err := exec.Command("runc", "spec", "--bundle", work).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("runc spec: %w: %s", err, tmpl)
+	}
+	defer removeCgroupParents()
+	loadAvg, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("load average before: %s", loadAvg)
+	for _, name := range hosts {
+		h := hostIn(work, name)
+		if err := runHost(o, work, h); err != nil {
+			return fmt.Errorf("%s host: %w", name, err)
+		}
+	}
+	loadAvg, _ = os.ReadFile("/proc/loadavg")
+	fmt.Printf("load average after: %s", loadAvg)
+	return nil
+}
+
+// runHost sets up one host, counts one start of each variant, then times
+// them.
+func runHost(o options, work string, h host) error {
+	cfg := fmt.Sprintf("dxg_device = %q\nlib_dir = %q\ndrivers_dir = %q\nlog_file = %q\nprobe_cache = %q\n",
+		filepath.Join(work, "dev/dxg"), h.libDir, h.driversDir, filepath.Join(work, "hook.log"), h.cacheDir)
+	if err := os.WriteFile(h.config, []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	dxgArgs := []string{"--profile", profileName, "--dev", filepath.Join(work, "dev/dxg")}
+	if h.name == "latency" {
+		stop, err := startLatencyFS(o, work, h)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		dxgArgs = append(dxgArgs, "--host-latency", o.dxgLatency.String())
+		fmt.Printf("\nlatency host: lib dir and drivers dir over FUSE (test/latencyfs), %v per request; dxg calls to the host %v each\n", o.fsLatency, o.dxgLatency)
+	} else {
+		fmt.Printf("\nplain host: fixture tree on disk, dxgsim answering at once\n")
 	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	args := []string{"--profile", profileName, "--dev", filepath.Join(work, "dev/dxg"), "--", self, "--runs", strconv.Itoa(o.runs)}
+	childArgs := []string{"--host", h.name, "--runs", strconv.Itoa(o.runs)}
 	if o.compare != "" {
-		args = append(args, "--compare", o.compare)
+		childArgs = append(childArgs, "--compare", o.compare)
 	}
 	if o.empty != "" {
-		args = append(args, "--empty", o.empty)
+		childArgs = append(childArgs, "--empty", o.empty)
 	}
-	cmd := exec.Command(o.dxgsim, args...)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), envWork+"="+work)
-	defer removeCgroupParents()
-	if err := cmd.Run(); err != nil {
+	underSim := func(extra []string, args ...string) error {
+		a := append(append(slices.Clone(dxgArgs), extra...), "--", self)
+		cmd := exec.Command(o.dxgsim, append(a, args...)...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		cmd.Env = append(os.Environ(), envWork+"="+work)
+		return cmd.Run()
+	}
+	// One counted start of each variant, cold before hook: it leaves the
+	// cache the warm start finds.
+	counts := map[string]roundTrips{}
+	for _, v := range variantNames {
+		if !hasVariant(v, o.compare != "", o.empty != "") {
+			continue
+		}
+		rep := filepath.Join(work, "count-"+h.name+"-"+v+".json")
+		if err := underSim([]string{"--report", rep}, append(slices.Clone(childArgs), "--count", v)...); err != nil {
+			return fmt.Errorf("count %s under dxgsim: %w", v, err)
+		}
+		rt, err := readCounts(work, h.name, v, rep)
+		if err != nil {
+			return err
+		}
+		counts[v] = rt
+	}
+	if err := underSim(nil, childArgs...); err != nil {
 		return fmt.Errorf("under dxgsim: %w", err)
 	}
+	var times map[string][]time.Duration
+	data, err := os.ReadFile(filepath.Join(work, "times-"+h.name+".json"))
+	if err == nil {
+		err = json.Unmarshal(data, &times)
+	}
+	if err != nil {
+		return fmt.Errorf("the timing run's results: %w", err)
+	}
+	report(h, times, counts, o.runs)
 	return nil
+}
+
+// startLatencyFS mounts the fixture's lib dir and drivers dir through
+// latencyfs and returns how to stop it.
+func startLatencyFS(o options, work string, h host) (func(), error) {
+	for _, d := range []string{h.libDir, h.driversDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	plain := hostIn(work, "plain")
+	cmd := exec.Command(o.latencyfs, "--latency", o.fsLatency.String(), "--control", h.control,
+		plain.libDir+":"+h.libDir, plain.driversDir+":"+h.driversDir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start latencyfs: %w", err)
+	}
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		for _, d := range []string{h.libDir, h.driversDir} {
+			_ = unix.Unmount(d, unix.MNT_DETACH) // if it died without unmounting
+		}
+	}
+	line := make([]byte, 6)
+	if _, err := io.ReadFull(out, line); err != nil || string(line) != "ready\n" {
+		stop()
+		return nil, fmt.Errorf("latencyfs did not start: %q, %v", line, err)
+	}
+	return stop, nil
+}
+
+// roundTrips is what one start sent towards the Windows host.
+type roundTrips struct {
+	Ioctls, HostIoctls uint64            // dxg ioctls, those forwarded to the host
+	FS                 uint64            // file system requests waited on (latency host)
+	FSByOp             map[string]uint64 // by FUSE opcode
+	HasFS              bool
+}
+
+func readCounts(work, hostName, v, report string) (roundTrips, error) {
+	var rt roundTrips
+	var rep struct {
+		Calls map[string]uint64 `json:"calls"`
+	}
+	data, err := os.ReadFile(report)
+	if err == nil {
+		err = json.Unmarshal(data, &rep)
+	}
+	if err != nil {
+		return rt, fmt.Errorf("dxgsim's report for %s: %w", v, err)
+	}
+	for name, n := range rep.Calls {
+		rt.Ioctls += n
+		if name == "QUERYADAPTERINFO" {
+			rt.HostIoctls += n
+		}
+	}
+	data, err = os.ReadFile(filepath.Join(work, "fs-"+hostName+"-"+v+".json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return rt, nil
+	}
+	if err == nil {
+		err = json.Unmarshal(data, &rt.FSByOp)
+	}
+	if err != nil {
+		return rt, fmt.Errorf("file system counts for %s: %w", v, err)
+	}
+	rt.HasFS, rt.FS = true, rt.FSByOp["total"]
+	return rt, nil
+}
+
+// takeFSCounts reads latencyfs's counts since the last read.
+func takeFSCounts(control string) (map[string]uint64, error) {
+	conn, err := net.Dial("unix", control)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var c map[string]uint64
+	err = json.NewDecoder(conn).Decode(&c)
+	return c, err
 }
 
 // variant is one way of starting the container.
 type variant struct {
-	name string
-	edit func(spec *specs.Spec, rootfs string)
+	name   string
+	edit   func(spec *specs.Spec, rootfs string)
+	before func() error // run before the start, untimed
+	// runtime runs the container instead of runc, with env added.
+	runtime string
+	env     []string
 }
 
-func measure(work string, runs int, compare, floors bool) error {
+// variantNames orders the report: plain first, the floors last; cold comes
+// before hook so that counting cold leaves the cache hook finds.
+var variantNames = []string{"plain", "cold", "hook", "cdihook", "wrapper", "nvcdi", "compare", "true", "emptygo"}
+
+func hasVariant(name string, compare, floors bool) bool {
+	switch name {
+	case "compare":
+		return compare
+	case "true", "emptygo":
+		return floors
+	}
+	return true
+}
+
+// child is a re-run under dxgsim: it counts one start or times them all.
+func child(work string, o options) error {
+	h := hostIn(work, o.host)
 	var base specs.Spec
 	data, err := os.ReadFile(filepath.Join(work, "config.json"))
 	if err == nil {
@@ -204,55 +466,292 @@ func measure(work string, runs int, compare, floors bool) error {
 	base.Root = &specs.Root{Path: "rootfs"}
 	base.Hostname = "bench"
 
-	var node unix.Stat_t
-	if err := unix.Stat(filepath.Join(work, "dev/dxg"), &node); err != nil {
-		return fmt.Errorf("the simulated node: %w", err)
-	}
-	nv, err := nvidiaEdits(work, node)
+	variants, err := makeVariants(work, h, o.compare != "", o.empty != "")
 	if err != nil {
 		return err
+	}
+	if o.count != "" {
+		i := slices.IndexFunc(variants, func(v variant) bool { return v.name == o.count })
+		if i < 0 {
+			return fmt.Errorf("no variant %q", o.count)
+		}
+		return countOnce(work, h, &base, variants[i])
+	}
+	if err := measure(work, h, &base, variants, o.runs); err != nil {
+		return err
+	}
+	return hookOnly(work, h, &base, variants, o.runs)
+}
+
+// hookOnly times the hook process alone, the way runc runs a prestart hook
+// (the state on stdin), against one created container, next to the empty
+// Go hook run the same way: a whole start's noise (runc, the overlay, the
+// cgroup) stays out. After the first run the container's mounts are there
+// already and the hook keeps them (it checks each), which a first start
+// does not do; the probe is the same.
+func hookOnly(work string, h host, base *specs.Spec, variants []variant, runs int) error {
+	var hook, cold variant
+	for _, v := range variants {
+		switch v.name {
+		case "hook":
+			hook = v
+		case "cold":
+			cold = v
+		}
+	}
+	if _, err := os.Stat(filepath.Join(work, "emptyhook")); err != nil {
+		return nil // no floor to compare with
+	}
+	id := "bench-hookonly"
+	dir := filepath.Join(work, "runs", id)
+	bundle := filepath.Join(dir, "bundle")
+	rootfs := filepath.Join(bundle, "rootfs")
+	upper, wdir := filepath.Join(dir, "upper"), filepath.Join(dir, "work")
+	for _, d := range []string{rootfs, upper, wdir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	defer os.RemoveAll(dir)
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", filepath.Join(work, "lower"), upper, wdir)
+	if err := unix.Mount("overlay", rootfs, "overlay", 0, opts); err != nil {
+		return fmt.Errorf("mount overlay: %w", err)
+	}
+	defer unix.Unmount(rootfs, unix.MNT_DETACH)
+	spec := clone(base)
+	spec.Linux.CgroupsPath = "/" + cgroupParent + "/" + id
+	if spec.Linux.Resources == nil {
+		spec.Linux.Resources = &specs.LinuxResources{}
+	}
+	spec.Process.Env = append(spec.Process.Env, "WSL_GPU_DEVICES=all")
+	data, err := json.Marshal(spec)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644)
+	}
+	if err != nil {
+		return err
+	}
+	state := filepath.Join(work, "state")
+	// The container's process keeps runc's stdio: give it none, or a
+	// reader of its output would wait for it to exit.
+	create := exec.Command("runc", "--root", state, "--log", filepath.Join(dir, "runc.log"), "create", "--bundle", bundle, id)
+	if err := create.Run(); err != nil {
+		log, _ := os.ReadFile(filepath.Join(dir, "runc.log"))
+		return fmt.Errorf("runc create: %w: %s", err, log)
+	}
+	defer exec.Command("runc", "--root", state, "delete", "-f", id).Run()
+	// Hooks run before pivot_root, in a mount namespace that still shows
+	// the bundle; a created container is past that. The hook is pointed
+	// at a stand-in instead: a process in a private copy of this mount
+	// namespace, moved into the container's cgroups.
+	standIn := exec.Command("unshare", "--mount", "--propagation", "private", "sleep", "3600")
+	if err := standIn.Start(); err != nil {
+		return fmt.Errorf("start the stand-in: %w", err)
+	}
+	defer func() {
+		_ = standIn.Process.Kill()
+		_ = standIn.Wait()
+	}()
+	time.Sleep(100 * time.Millisecond) // unshare has exec'd sleep
+	procs, _ := filepath.Glob("/sys/fs/cgroup/*/" + cgroupParent + "/" + id + "/cgroup.procs")
+	procs = append(procs, filepath.Join("/sys/fs/cgroup", cgroupParent, id, "cgroup.procs"))
+	moved := 0
+	for _, p := range procs {
+		if os.WriteFile(p, []byte(strconv.Itoa(standIn.Process.Pid)), 0) == nil {
+			moved++
+		}
+	}
+	if moved == 0 {
+		return errors.New("could not move the stand-in into the container's cgroups")
+	}
+	st := struct{ Pid int }{standIn.Process.Pid}
+	stdin := fmt.Sprintf(`{"ociVersion":"1.0.2","id":%q,"status":"created","pid":%d,"bundle":%q}`, id, st.Pid, bundle)
+	type hv struct {
+		name   string
+		args   []string
+		before func() error
+	}
+	hooks := []hv{
+		{"emptygo", []string{filepath.Join(work, "emptyhook")}, nil},
+		{"hook", []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.config, "prestart"}, hook.before},
+		{"cold", []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.config, "prestart"}, cold.before},
+	}
+	times := map[string][]time.Duration{}
+	for i := -1; i < runs; i++ { // round -1 warms up
+		for k := range hooks {
+			v := hooks[(max(i, 0)+k)%len(hooks)]
+			if v.before != nil {
+				if err := v.before(); err != nil {
+					return err
+				}
+			}
+			cmd := exec.Command(v.args[0], v.args[1:]...)
+			cmd.Stdin = strings.NewReader(stdin)
+			start := time.Now()
+			out, err := cmd.CombinedOutput()
+			d := time.Since(start)
+			if err != nil {
+				return fmt.Errorf("%s on a created container: %w: %s", v.name, err, out)
+			}
+			if i >= 0 {
+				times[v.name] = append(times[v.name], d)
+			}
+		}
+	}
+	floor := times["emptygo"]
+	fmt.Printf("the hook process alone (%s host), exec'd with a created container's state, %d runs each, alternating:\n", h.name, runs)
+	for _, v := range hooks {
+		t := times[v.name]
+		line := fmt.Sprintf("  %-7s median %5s ms, p25 %5s, p75 %5s, min %5s", v.name, ms(median(t)), ms(quantile(t, 0.25)), ms(quantile(t, 0.75)), ms(slices.Min(t)))
+		if v.name != "emptygo" {
+			line += fmt.Sprintf("; over the empty Go hook %s ms (medians), paired %s ms", ms(median(t)-median(floor)), ms(median(paired(t, floor))))
+		}
+		fmt.Println(line)
+	}
+	return nil
+}
+
+func makeVariants(work string, h host, compare, floors bool) ([]variant, error) {
+	var node unix.Stat_t
+	if err := unix.Stat(filepath.Join(work, "dev/dxg"), &node); err != nil {
+		return nil, fmt.Errorf("the simulated node: %w", err)
+	}
+	nv, err := nvidiaEdits(h, node)
+	if err != nil {
+		return nil, err
 	}
 	withHook := func(bin string) func(*specs.Spec, string) {
 		return func(s *specs.Spec, _ string) {
 			s.Process.Env = append(s.Process.Env, "WSL_GPU_DEVICES=all")
 			s.Hooks = &specs.Hooks{Prestart: []specs.Hook{{ //nolint:staticcheck // Docker still uses prestart.
 				Path: filepath.Join(work, bin),
-				Args: []string{"wsl-gpu-hook", "--config", filepath.Join(work, "hook.toml"), "prestart"},
+				Args: []string{"wsl-gpu-hook", "--config", h.config, "prestart"},
 			}}}
 		}
 	}
-	variants := []variant{
-		{"plain", func(*specs.Spec, string) {}},
-		{"hook", withHook("wsl-gpu-hook")},
-		{"nvcdi", nv},
+	clearCache := func() error {
+		ents, err := os.ReadDir(h.cacheDir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		for _, e := range ents {
+			if err := os.Remove(filepath.Join(h.cacheDir, e.Name())); err != nil {
+				return err
+			}
+		}
+		return err
 	}
-	if compare {
-		variants = append(variants, variant{"compare", withHook("wsl-gpu-hook-compare")})
+	var vs []variant
+	for _, name := range variantNames {
+		if !hasVariant(name, compare, floors) {
+			continue
+		}
+		v := variant{name: name}
+		switch name {
+		case "plain":
+			v.edit = func(*specs.Spec, string) {}
+		case "hook":
+			v.edit = withHook("wsl-gpu-hook")
+		case "cold":
+			v.edit, v.before = withHook("wsl-gpu-hook"), clearCache
+		case "cdihook":
+			v.edit = cdiEdits(work, h, node)
+		case "wrapper":
+			v.edit = func(s *specs.Spec, _ string) { s.Process.Env = append(s.Process.Env, "WSL_GPU_DEVICES=all") }
+			v.runtime, v.env = filepath.Join(work, wsl.WrapperName), []string{config.Env + "=" + h.config}
+		case "nvcdi":
+			v.edit = nv
+		case "compare":
+			v.edit = withHook("wsl-gpu-hook-compare")
+		case "true":
+			v.edit = withHook("true")
+		case "emptygo":
+			v.edit = withHook("emptyhook")
+		}
+		vs = append(vs, v)
 	}
-	if floors {
-		variants = append(variants, variant{"true", withHook("true")}, variant{"emptygo", withHook("emptyhook")})
-	}
+	return vs, nil
+}
 
+// countOnce starts v once with the file system counts taken around it;
+// dxgsim, run for this start alone, counts the ioctls.
+func countOnce(work string, h host, base *specs.Spec, v variant) error {
+	// The kernel sends RELEASE and RELEASEDIR without waiting for them:
+	// let the last start's arrive before the count starts, and this one's
+	// before it ends.
+	const settle = 200 * time.Millisecond
+	if h.control != "" {
+		time.Sleep(settle)
+		if _, err := takeFSCounts(h.control); err != nil {
+			return fmt.Errorf("latencyfs: %w", err)
+		}
+	}
+	if _, err := runOnce(work, base, v, 0); err != nil {
+		return fmt.Errorf("%s: %w", v.name, err)
+	}
+	if h.control == "" {
+		return nil
+	}
+	time.Sleep(settle)
+	c, err := takeFSCounts(h.control)
+	if err != nil {
+		return fmt.Errorf("latencyfs: %w", err)
+	}
+	data, _ := json.Marshal(c)
+	return os.WriteFile(filepath.Join(work, "fs-"+h.name+"-"+v.name+".json"), data, 0o644)
+}
+
+func measure(work string, h host, base *specs.Spec, variants []variant, runs int) error {
+	// One untimed start warms the probe cache and the page cache.
+	for _, v := range variants {
+		if v.name == "hook" {
+			if _, err := runOnce(work, base, v, 0); err != nil {
+				return fmt.Errorf("warm-up: %w", err)
+			}
+		}
+	}
 	times := make(map[string][]time.Duration)
 	for i := range runs {
 		// Rotate the order so no variant always follows another.
 		for k := range variants {
 			v := variants[(i+k)%len(variants)]
-			d, err := runOnce(work, &base, v, i)
+			d, err := runOnce(work, base, v, i)
 			if err != nil {
 				return fmt.Errorf("run %d, %s: %w", i, v.name, err)
 			}
 			times[v.name] = append(times[v.name], d)
 		}
 	}
-	report(times, runs)
-	return nil
+	data, err := json.Marshal(times)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(work, "times-"+h.name+".json"), data, 0o644)
+}
+
+// cdiEdits is what an engine does with our CDI spec's "all" device
+// (pkg/cdispec): the node with its rule, the lib dir bound read-only, the
+// device's selection variable, and cdi-hook at createContainer.
+func cdiEdits(work string, h host, node unix.Stat_t) func(*specs.Spec, string) {
+	major, minor := int64(unix.Major(node.Rdev)), int64(unix.Minor(node.Rdev))
+	mode := os.FileMode(0o666)
+	sel := cdiselect.EnvName(cdispec.Kind, "all") + "=" + cdiselect.Selection{All: true, Index: -1}.String()
+	return func(s *specs.Spec, _ string) {
+		s.Process.Env = append(s.Process.Env, sel, "WSL_GPU_DEVICES=void")
+		s.Mounts = append(s.Mounts, specs.Mount{Source: h.libDir, Destination: "/" + fixture.LibDir, Type: "bind",
+			Options: []string{"ro", "nosuid", "nodev", "rbind", "rprivate"}})
+		s.Linux.Devices = append(s.Linux.Devices, specs.LinuxDevice{Path: "/dev/dxg", Type: "c", Major: major, Minor: minor, FileMode: &mode})
+		s.Linux.Resources.Devices = append(s.Linux.Resources.Devices, specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: &major, Minor: &minor, Access: "rwm"})
+		s.Hooks = &specs.Hooks{CreateContainer: []specs.Hook{{
+			Path: filepath.Join(work, "wsl-gpu-hook"),
+			Args: []string{"wsl-gpu-hook", "--config", h.config, "cdi-hook"},
+		}}}
+	}
 }
 
 // nvidiaEdits is the container edit NVIDIA's WSL CDI spec makes, from the
-// same fixture the hook reads.
-func nvidiaEdits(work string, node unix.Stat_t) (func(*specs.Spec, string), error) {
-	host := filepath.Join(work, "host")
+// same fixture the hook reads, bound from the host's dirs.
+func nvidiaEdits(h host, node unix.Stat_t) (func(*specs.Spec, string), error) {
 	p, err := simhost.Lookup(profileName)
 	if err != nil {
 		return nil, err
@@ -261,37 +760,36 @@ func nvidiaEdits(work string, node unix.Stat_t) (func(*specs.Spec, string), erro
 	for _, a := range p.Adapters {
 		if a.VendorID == simhost.VendorNVIDIA {
 			win := a.DriverStorePath
-			folders = append(folders, filepath.Join(host, fixture.DriversDir, win[strings.LastIndexByte(win, '\\')+1:]))
+			folders = append(folders, win[strings.LastIndexByte(win, '\\')+1:])
 		}
 	}
 	if len(folders) != 1 {
 		return nil, fmt.Errorf("want one NVIDIA adapter in profile %s, found %d", profileName, len(folders))
 	}
 	var mounts []specs.Mount
-	bind := func(hostPath string) {
-		rel, _ := filepath.Rel(host, hostPath)
-		mounts = append(mounts, specs.Mount{Source: hostPath, Destination: "/" + rel, Type: "bind",
+	bind := func(hostPath, ctrPath string) {
+		mounts = append(mounts, specs.Mount{Source: hostPath, Destination: ctrPath, Type: "bind",
 			Options: []string{"ro", "nosuid", "nodev", "rbind", "rprivate"}})
 	}
-	err = filepath.WalkDir(folders[0], func(p string, d fs.DirEntry, err error) error {
+	folderInCtr := "/" + fixture.DriversDir + "/" + folders[0]
+	hostFolder := filepath.Join(h.driversDir, folders[0])
+	err = filepath.WalkDir(hostFolder, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
-			bind(p)
+			rel, _ := filepath.Rel(hostFolder, p)
+			bind(p, folderInCtr+"/"+rel)
 		}
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	bind(filepath.Join(host, fixture.LibDir, "libdxcore.so"))
-	folderInCtr := "/" + strings.TrimPrefix(strings.TrimPrefix(folders[0], host), "/")
+	bind(filepath.Join(h.libDir, "libdxcore.so"), "/"+fixture.LibDir+"/libdxcore.so")
 	major, minor := int64(unix.Major(node.Rdev)), int64(unix.Minor(node.Rdev))
 	mode := os.FileMode(0o666)
 	ldconfig, err := exec.LookPath("ldconfig")
 	if err != nil {
 		return nil, err
 	}
-	fmt.Printf("nvcdi: %d file binds (%d from %s, plus libdxcore.so), /dev/dxg %d:%d, ldconfig hook\n",
-		len(mounts), len(mounts)-1, filepath.Base(folders[0]), major, minor)
 	return func(s *specs.Spec, rootfs string) {
 		s.Mounts = append(s.Mounts, mounts...)
 		s.Linux.Devices = append(s.Linux.Devices, specs.LinuxDevice{Path: "/dev/dxg", Type: "c", Major: major, Minor: minor, FileMode: &mode})
@@ -325,6 +823,11 @@ func runOnce(work string, base *specs.Spec, v variant, i int) (time.Duration, er
 		return 0, fmt.Errorf("mount overlay: %w", err)
 	}
 	defer unix.Unmount(rootfs, unix.MNT_DETACH)
+	if v.before != nil {
+		if err := v.before(); err != nil {
+			return 0, err
+		}
+	}
 
 	spec := clone(base)
 	spec.Linux.CgroupsPath = "/" + cgroupParent + "/" + id
@@ -341,7 +844,12 @@ func runOnce(work string, base *specs.Spec, v variant, i int) (time.Duration, er
 	}
 	// Settle the page cache and writeback of the setup before timing.
 	syscall.Sync()
-	cmd := exec.Command("runc", "--root", filepath.Join(work, "state"), "run", "--bundle", bundle, id)
+	runtime := "runc"
+	if v.runtime != "" {
+		runtime = v.runtime
+	}
+	cmd := exec.Command(runtime, "--root", filepath.Join(work, "state"), "run", "--bundle", bundle, id)
+	cmd.Env = append(os.Environ(), v.env...)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	d := time.Since(start)
@@ -387,34 +895,58 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
 
-func report(times map[string][]time.Duration, runs int) {
-	fmt.Printf("runc run of /bin/true on an overlay root on disk, simulated %s host, %d runs each, alternating\n", profileName, runs)
-	fmt.Printf("%-7s %9s %9s %9s %9s\n", "variant", "median", "p25", "p75", "min")
+func report(h host, times map[string][]time.Duration, counts map[string]roundTrips, runs int) {
+	fmt.Printf("runc run of /bin/true on an overlay root on disk, simulated %s host (%s), %d runs each, alternating\n", profileName, h.name, runs)
+	fmt.Printf("%-7s %8s %8s %8s %8s | %9s %9s | %6s %5s %6s\n", "variant", "median", "p25", "p75", "min", "adds", "paired", "ioctls", "host", "fs")
+	plain := times["plain"]
 	for _, name := range variantNames {
 		t := times[name]
 		if len(t) == 0 {
 			continue
 		}
-		fmt.Printf("%-7s %6s ms %6s ms %6s ms %6s ms\n", name, ms(median(t)), ms(quantile(t, 0.25)), ms(quantile(t, 0.75)), ms(slices.Min(t)))
-	}
-	plain := median(times["plain"])
-	for _, name := range variantNames[1:] {
-		t := times[name]
-		if len(t) == 0 {
-			continue
+		adds, pair := "", ""
+		if name != "plain" {
+			adds, pair = ms(median(t)-median(plain))+" ms", ms(median(paired(t, plain)))+" ms"
 		}
-		m := median(t)
-		fmt.Printf("%s adds %s ms (median), ratio %s/plain %.3f; paired: %s ms (median of each round's difference)\n",
-			name, ms(m-plain), name, float64(m)/float64(plain), ms(median(paired(t, times["plain"]))))
+		rt := counts[name]
+		fsCount := "-"
+		if rt.HasFS {
+			fsCount = strconv.FormatUint(rt.FS, 10)
+		}
+		fmt.Printf("%-7s %5s ms %5s ms %5s ms %5s ms | %9s %9s | %6d %5d %6s\n", name, ms(median(t)), ms(quantile(t, 0.25)), ms(quantile(t, 0.75)), ms(slices.Min(t)),
+			adds, pair, rt.Ioctls, rt.HostIoctls, fsCount)
 	}
-	if floor := times["emptygo"]; len(floor) > 0 {
-		fmt.Printf("hook over the empty Go hook (its own work and size): %s ms (median), paired: %s ms\n",
-			ms(median(times["hook"])-median(floor)), ms(median(paired(times["hook"], floor))))
+	fmt.Println("ioctls: /dev/dxg ioctls of one start (dxgsim); host: those WSL forwards to the Windows host; fs: file system requests to the lib dir and drivers dir (latencyfs), each a round trip on WSL's 9p")
+	for _, name := range []string{"hook", "cold", "cdihook", "wrapper", "nvcdi"} {
+		if rt := counts[name]; rt.HasFS {
+			fmt.Printf("%s fs requests by kind: %s\n", name, byOp(rt.FSByOp))
+		}
+	}
+	floor := times["emptygo"]
+	for _, name := range []string{"hook", "cold", "cdihook", "wrapper"} {
+		if len(floor) > 0 && len(times[name]) > 0 {
+			fmt.Printf("%s over the empty Go hook: %s ms (medians), paired: %s ms\n", name,
+				ms(median(times[name])-median(floor)), ms(median(paired(times[name], floor))))
+		}
+	}
+	nv := median(paired(times["nvcdi"], plain))
+	for _, name := range []string{"hook", "cold", "cdihook", "wrapper"} {
+		if d := median(paired(times[name], plain)); d > 0 {
+			fmt.Printf("NVIDIA's shape adds %.1f times what %s adds (paired medians, %s / %s ms)\n", float64(nv)/float64(d), name, ms(nv), ms(d))
+		}
 	}
 }
 
-// variantNames orders the report: plain first, the floors last.
-var variantNames = []string{"plain", "hook", "nvcdi", "compare", "true", "emptygo"}
+func byOp(m map[string]uint64) string {
+	var parts []string
+	for op, n := range m {
+		if op != "total" {
+			parts = append(parts, fmt.Sprintf("%s %d", op, n))
+		}
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
 
 func copyFile(src, dst string) error {
 	data, err := os.ReadFile(src)

@@ -126,4 +126,7 @@ type Enumeration struct {
 	// Ioctl names the call that answered: "ENUMADAPTERS3" or, on kernels
 	// that lack it, "ENUMADAPTERS2" (which never lists compute-only adapters).
 	Ioctl string
+	// Listed: Options.Known recognised the adapters, none was queried and
+	// each Adapter holds only its Index and LUID.
+	Listed bool
 }

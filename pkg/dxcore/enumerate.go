@@ -61,6 +61,15 @@ type Options struct {
 	// that fd closes too, one set per call: a leak in a long-lived caller
 	// such as the device plugin, which keeps the default.
 	CloseHandlesWithFD bool
+	// Known, when set, is shown the listed adapters' LUIDs, in order,
+	// before any adapter is queried. If it returns true the adapters are
+	// not queried: the Enumeration holds only each adapter's Index and
+	// LUID and has Listed set. Listing is answered by the guest's kernel;
+	// each query is a round trip to the Windows host, so a caller that
+	// already knows what these adapters answer (a probe cache keyed on the
+	// LUIDs, which the host assigns anew when an adapter starts) asks
+	// nothing.
+	Known func(luids []LUID) bool
 }
 
 // enumerate lists and queries the adapters with every detail.
@@ -82,6 +91,19 @@ func enumerateWith(d adapterIoctls, opt Options) (*Enumeration, error) {
 		return nil, ErrNoAdapters
 	}
 	e := &Enumeration{Ioctl: name}
+	if opt.Known != nil {
+		luids := make([]LUID, len(infos))
+		for i, info := range infos {
+			luids[i] = info.luid
+		}
+		if opt.Known(luids) {
+			e.Listed = true
+			for i, l := range luids {
+				e.Adapters = append(e.Adapters, Adapter{Index: i, LUID: l})
+			}
+			return e, nil
+		}
+	}
 	for i, info := range infos {
 		a, err := queryAdapter(d, info.handle, opt)
 		if err != nil {

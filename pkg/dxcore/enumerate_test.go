@@ -706,3 +706,48 @@ func TestEnumerateWithoutDetails(t *testing.T) {
 		})
 	}
 }
+
+// TestEnumerateKnown: a caller that recognises the LUIDs gets no query
+// sent to the host, and one that does not gets the whole enumeration.
+func TestEnumerateKnown(t *testing.T) {
+	adapters := mustProfile(t, "nvidia-laptop")
+	for _, known := range []bool{true, false} {
+		t.Run(fmt.Sprint("known=", known), func(t *testing.T) {
+			var fakes []fakeAdapter
+			var wantLUIDs []LUID
+			for _, a := range adapters {
+				f := profileAdapter(a, nil)
+				fakes = append(fakes, f)
+				wantLUIDs = append(wantLUIDs, f.luid)
+			}
+			k := countingKernel{newFakeKernel(t, fakes...), map[uint32]int{}}
+			var shown []LUID
+			e, err := enumerateWith(k, Options{Known: func(l []LUID) bool { shown = l; return known }})
+			k.checkClosed()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(shown, wantLUIDs) {
+				t.Errorf("Known was shown %v, want %v", shown, wantLUIDs)
+			}
+			if e.Listed != known {
+				t.Errorf("Listed = %v, want %v", e.Listed, known)
+			}
+			if len(e.Adapters) != len(adapters) {
+				t.Fatalf("%d adapters, want %d", len(e.Adapters), len(adapters))
+			}
+			if known {
+				if len(k.queries) != 0 {
+					t.Errorf("queries sent for known adapters: %v", k.queries)
+				}
+				for i, a := range e.Adapters {
+					if want := (Adapter{Index: i, LUID: wantLUIDs[i]}); a != want {
+						t.Errorf("adapter %d = %+v, want %+v", i, a, want)
+					}
+				}
+			} else if k.queries[qaiQueryRegistry] != len(adapters) {
+				t.Errorf("QUERYREGISTRY sent %d times, want %d", k.queries[qaiQueryRegistry], len(adapters))
+			}
+		})
+	}
+}

@@ -2,7 +2,9 @@
 // decide from: the adapters the GPU device enumerates, their driver store
 // folders, the loader-cache entries of the lib dir and where nvidia-smi is.
 //
-// It only reads. The device node itself is stat'ed by devnode.Stat before,
+// It only reads the host; with Options.CacheDir it keeps its answer there
+// for the next start, which then checks it instead of asking the Windows
+// host again (package probecache). The device node itself is stat'ed by devnode.Stat before,
 // because a createContainer hook must allow the node in its own device
 // cgroup before it can open it to enumerate (see gpuplan.Container.Cgroup).
 package gpuhost
@@ -15,6 +17,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probecache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
@@ -34,17 +37,92 @@ type Options struct {
 	// is sent (dxcore.Options.CloseHandlesWithFD). The hook and the
 	// commands are; the device plugin is not.
 	ShortLived bool
+	// CacheDir, when not "", is where Probe keeps its answer for the
+	// next start and looks for the last one (package probecache).
+	CacheDir string
+	// Cached, when set, hears whether the cache answered and, if not,
+	// why (nil when there was no cache to use), for the log.
+	Cached func(hit bool, miss error)
 }
 
 // Probe enumerates the adapters behind node and reads the driver store.
 // Adapters the enumeration had to skip are returned for the log. It asks
 // the host only what the decision uses (ids and driver store path), as it
 // runs on every container start; info asks for the details.
+//
+// With o.CacheDir it first checks the cached answer of an earlier start
+// (package probecache): if the boot, the paths, the lib dir's and drivers
+// dir's stats and the listed adapters' LUIDs are unchanged, no adapter is
+// queried and nothing else is read; otherwise it probes and caches the
+// answer when every adapter resolved.
 func Probe(node devnode.Node, o Options) (gpuplan.Host, []error, error) {
+	if o.CacheDir == "" {
+		return probe(node, o, nil)
+	}
+	libDir, driversDir := o.LibDir, o.DriversDir
+	if libDir == "" {
+		libDir = driverstore.DefaultLibDir
+	}
+	if driversDir == "" {
+		driversDir = driverstore.DefaultDriversDir
+	}
+	now := &probecache.Key{Device: node.Path, LibDir: libDir, DriversDir: driversDir, Details: o.Details, Ldcache: o.Ldcache}
+	var err error
+	if now.BootID, err = probecache.BootID(); err == nil {
+		// Stamps are taken before the host is asked: a change while it
+		// is asked leaves a stamp the next start will not match.
+		if now.Lib, err = probecache.StampOf(libDir); err == nil {
+			now.Drivers, err = probecache.StampOf(driversDir)
+		}
+	}
+	if err != nil || !now.Lib.IsReadableDir() {
+		// The probe reports what is wrong with the dirs.
+		return probe(node, o, nil)
+	}
+	path := probecache.Path(o.CacheDir, now)
+	cachedKey, cached, miss := probecache.Load(path, now)
+	known := func(luids []dxcore.LUID) bool {
+		now.LUIDs = probecache.LUIDs(luids)
+		if cached == nil {
+			return false
+		}
+		if !cachedKey.Serves(now) {
+			miss = fmt.Errorf("adapters changed: %w", probecache.ErrStale)
+			return false
+		}
+		return true
+	}
+	h, skipped, err := probe(node, o, known)
+	if err != nil {
+		return h, skipped, err
+	}
+	if h.Inventory == nil {
+		if o.Cached != nil {
+			o.Cached(true, nil)
+		}
+		return cached.Host(node, now), nil, nil
+	}
+	if o.Cached != nil {
+		o.Cached(false, miss)
+	}
+	if p, perr := probecache.FromHost(h); perr == nil && len(skipped) == 0 {
+		if serr := probecache.Save(path, now, p); serr != nil && o.Cached != nil {
+			o.Cached(false, serr)
+		}
+	}
+	return h, skipped, nil
+}
+
+// probe asks the host; known, when set, is dxcore.Options.Known, and when
+// it recognises the adapters probe returns a Host with no Inventory.
+func probe(node devnode.Node, o Options, known func([]dxcore.LUID) bool) (gpuplan.Host, []error, error) {
 	h := gpuplan.Host{Node: node}
-	enum, err := dxcore.EnumerateWith(node.Path, dxcore.Options{Details: o.Details, CloseHandlesWithFD: o.ShortLived})
+	enum, err := dxcore.EnumerateWith(node.Path, dxcore.Options{Details: o.Details, CloseHandlesWithFD: o.ShortLived, Known: known})
 	if err != nil {
 		return h, nil, err
+	}
+	if enum.Listed {
+		return h, nil, nil
 	}
 	var skipped []error
 	for _, s := range enum.Skipped {

@@ -36,7 +36,7 @@ func stackExtras(spec *oci.Spec, req request.Request, node devnode.Node, o Optio
 	// the hook this wrapper adds, which says why in its one line and its
 	// log: the wrapper then adds what needs no adapter and lets it.
 	if probe.ROCm.Lib != "" || !req.All {
-		if host, _, err := gpuhost.Probe(node, gpuhost.Options{LibDir: o.Config.LibDir, DriversDir: o.Config.DriversDir, Details: !req.All, ShortLived: true}); err == nil {
+		if host, _, err := gpuhost.Probe(node, gpuhost.Options{LibDir: o.Config.LibDir, DriversDir: o.Config.DriversDir, Details: !req.All, ShortLived: true, CacheDir: o.Config.ProbeCache}); err == nil {
 			if selected, err := request.Adapters(req, host.Inventory.Adapters); err == nil {
 				var usable []driverstore.Adapter
 				for _, a := range selected {

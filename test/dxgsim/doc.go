@@ -57,6 +57,10 @@
 // and dxgsim counts them as released.
 // Each prints one "dxgsim: misuse: ..." line on stderr at exit and turns a
 // successful exit into exit status 3. --report FILE writes a JSON summary.
+// --host-latency D delays every call WSL's driver forwards to the Windows
+// host over the VM bus (QUERYADAPTERINFO) by D, so that benchmarks see the
+// start cost as WSL shapes it (hack/benchstart passes its figure and says
+// where it comes from).
 // dxgsim otherwise exits with CMD's status (128+N when CMD was killed by
 // signal N), 125 when it could not set up, 126/127 when CMD cannot be run.
 //

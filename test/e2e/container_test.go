@@ -365,7 +365,10 @@ func buildSpec(t *testing.T, b box, h *harness, hookBin, cfgPath, id string) *sp
 // dir.
 func writeHookConfig(t *testing.T, path, dxg, host, logFile string) {
 	t.Helper()
-	c := fixture.Config{Dxg: dxg, Host: host, LogFile: logFile, LogLevel: "debug", Vendors: true}
+	// The probe cache lives in the work dir: boxes never share one, and
+	// /run is left alone.
+	c := fixture.Config{Dxg: dxg, Host: host, LogFile: logFile, LogLevel: "debug", Vendors: true,
+		ProbeCache: filepath.Join(filepath.Dir(path), "probe-cache")}
 	if err := c.Write(path); err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,9 @@ type Config struct {
 	// StatsBackwards makes engine running times shrink as time passes,
 	// as a broken host or a reset adapter would report them.
 	StatsBackwards bool
+	// HostLatency is added to every call the driver forwards to the
+	// Windows host (see hostRoundTrip); 0 answers at once.
+	HostLatency time.Duration
 }
 
 // Validate reports every index that does not name an adapter.
@@ -530,6 +533,7 @@ func (k *Kernel) queryAdapterInfo(c Caller, arg uint64, mem Memory, live func() 
 	if !live() {
 		return Result{Gone: true}
 	}
+	k.hostRoundTrip()
 	if nt := k.host.queryAdapterInfo(idx, typ, buf); int32(nt) < 0 {
 		return k.hostFail(nt)
 	}

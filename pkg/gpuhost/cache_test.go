@@ -1,0 +1,306 @@
+package gpuhost
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/testbin"
+)
+
+// envProbeChild carries a probeChild's setup into the test binary re-run
+// under dxgsim.
+const envProbeChild = "GPUHOST_PROBE_CHILD"
+
+type probeSetup struct{ Dev, Lib, Drivers, Cache string }
+
+// probeResult is what one start's probe said.
+type probeResult struct {
+	Hit     bool
+	Miss    string
+	Folders []string
+	Took    time.Duration // Probe's wall time in the child
+}
+
+// TestProbeChild is the re-run under dxgsim: one start's Probe.
+func TestProbeChild(t *testing.T) {
+	env := os.Getenv(envProbeChild)
+	if env == "" {
+		t.Skip("run by TestProbeCacheUnderDxgsim")
+	}
+	var s probeSetup
+	if err := json.Unmarshal([]byte(env), &s); err != nil {
+		t.Fatal(err)
+	}
+	node, err := devnode.Stat(s.Dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r probeResult
+	begin := time.Now()
+	h, skipped, err := Probe(node, Options{LibDir: s.Lib, DriversDir: s.Drivers,
+		Ldcache: true, ShortLived: true, CacheDir: s.Cache, Cached: func(hit bool, miss error) {
+			r.Hit = hit
+			if miss != nil {
+				r.Miss = miss.Error()
+			}
+		}})
+	r.Took = time.Since(begin)
+	if err != nil || len(skipped) > 0 {
+		t.Fatalf("probe: %v, skipped %v", err, skipped)
+	}
+	for _, f := range h.Inventory.Folders {
+		r.Folders = append(r.Folders, f.Name)
+	}
+	data, _ := json.Marshal(r)
+	fmt.Printf("\nRESULT %s\n", data)
+}
+
+// Round-trip budgets of one start's probe on the nvidia-laptop host (two
+// adapters): what reaches the Windows host on WSL. A warm start lists the
+// adapters in the guest and stats the lib dir and the drivers dir (one
+// GETATTR each: they are the mounts' roots, as on WSL); a cold one also
+// queries each adapter twice (ids, driver store path), walks to each
+// folder and scans the lib dir (18 libraries: lookup, open, read, flush,
+// release and getattrs each). TestProbeCacheUnderDxgsim holds the
+// probe to them so they cannot creep up unnoticed; bench-start reports
+// the whole start's.
+const (
+	budgetWarmIoctls, budgetWarmHostIoctls, budgetWarmFS = 1, 0, 2
+	budgetColdIoctls, budgetColdHostIoctls, budgetColdFS = 5, 4, 139
+)
+
+// TestProbeCacheUnderDxgsim: starts under the simulator, with the lib dir
+// and drivers dir served by test/latencyfs (which counts every request),
+// answer from the cache without a host query once it is warm, within the
+// round-trip budgets; a driver update (a new folder in the driver store,
+// which the host then names) or a corrupt cache file makes the next start
+// ask the host and see the new folder. Root: dxgsim makes a device node
+// and installs a seccomp listener, latencyfs mounts.
+func TestProbeCacheUnderDxgsim(t *testing.T) {
+	if os.Getenv(envProbeChild) != "" {
+		t.Skip("in the child")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("dxgsim needs root")
+	}
+	w := newProbeWorld(t, 0)
+	start := w.start
+	root := w.root
+	intel, nv := "iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea", "nvltwi.inf_amd64_7b2a5c1c4e6f8d90"
+	check := func(t *testing.T, r probeResult, calls, fs map[string]uint64, hit bool, folders ...string) {
+		t.Helper()
+		if r.Hit != hit || !slices.Equal(r.Folders, folders) {
+			t.Errorf("probe: hit %v (miss %q), folders %v; want hit %v, folders %v", r.Hit, r.Miss, r.Folders, hit, folders)
+		}
+		var ioctls uint64
+		for _, n := range calls {
+			ioctls += n
+		}
+		host := calls["QUERYADAPTERINFO"]
+		maxIoctls, maxHost, maxFS := uint64(budgetColdIoctls), uint64(budgetColdHostIoctls), uint64(budgetColdFS)
+		if hit {
+			maxIoctls, maxHost, maxFS = budgetWarmIoctls, budgetWarmHostIoctls, budgetWarmFS
+		}
+		t.Logf("hit %v: %d ioctls (%d to the host) %v; %d file system requests %v", hit, ioctls, host, calls, fs["total"], fs)
+		if ioctls > maxIoctls || host > maxHost || fs["total"] > maxFS {
+			t.Errorf("over budget (hit %v): %d ioctls (budget %d), %d to the host (budget %d), %d file system requests (budget %d): %v %v",
+				hit, ioctls, maxIoctls, host, maxHost, fs["total"], maxFS, calls, fs)
+		}
+		if !hit && host == 0 {
+			t.Errorf("a miss sent no host query: %v", calls)
+		}
+	}
+	r, calls, fs := start(t)
+	check(t, r, calls, fs, false, intel, nv)
+	r, calls, fs = start(t)
+	check(t, r, calls, fs, true, intel, nv)
+
+	// A driver update: the new folder appears in the store, the host
+	// names it, the LUIDs stay (dxgsim keeps them; a real host would
+	// not).
+	updated := "nvltwi.inf_amd64_1111111111111111"
+	if err := os.Mkdir(filepath.Join(root, fixture.DriversDir, updated), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, calls, fs = start(t, "--folder", "1="+updated)
+	check(t, r, calls, fs, false, intel, updated)
+	r, calls, fs = start(t, "--folder", "1="+updated)
+	check(t, r, calls, fs, true, intel, updated)
+
+	// A cache file cut in half is ignored and replaced.
+	files, _ := filepath.Glob(filepath.Join(w.s.Cache, "probe-*.json"))
+	if len(files) != 1 {
+		t.Fatalf("cache files %v, want one", files)
+	}
+	data, _ := os.ReadFile(files[0])
+	if err := os.WriteFile(files[0], data[:len(data)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, calls, fs = start(t, "--folder", "1="+updated)
+	check(t, r, calls, fs, false, intel, updated)
+	r, calls, fs = start(t, "--folder", "1="+updated)
+	check(t, r, calls, fs, true, intel, updated)
+}
+
+// probeWorld is the nvidia-laptop host under dxgsim with its lib dir and
+// drivers dir served by latencyfs, both with latency per host request.
+type probeWorld struct {
+	dxgsim, root string
+	latency      time.Duration
+	s            probeSetup
+	fsCounts     func(testing.TB) map[string]uint64
+}
+
+func newProbeWorld(tb testing.TB, latency time.Duration) *probeWorld {
+	tb.Helper()
+	bin := tb.TempDir()
+	dxgsim, err := testbin.Dxgsim(bin)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w := &probeWorld{dxgsim: dxgsim, root: fixture.Host(tb, "nvidia-laptop", fixture.Options{Stubs: true}), latency: latency}
+	mnt := tb.TempDir()
+	w.s = probeSetup{Dev: filepath.Join(tb.TempDir(), "dxg"), Lib: filepath.Join(mnt, "lib"), Drivers: filepath.Join(mnt, "drivers"),
+		Cache: filepath.Join(tb.TempDir(), "cache")}
+	w.fsCounts = serveCounted(tb, bin, latency, filepath.Join(w.root, fixture.LibDir)+":"+w.s.Lib, filepath.Join(w.root, fixture.DriversDir)+":"+w.s.Drivers)
+	return w
+}
+
+// start runs one start's probe under dxgsim and returns what it said, the
+// ioctls dxgsim counted and the file system requests latencyfs counted.
+func (w *probeWorld) start(tb testing.TB, extra ...string) (probeResult, map[string]uint64, map[string]uint64) {
+	tb.Helper()
+	setup, _ := json.Marshal(w.s)
+	rep := filepath.Join(tb.TempDir(), "report.json")
+	args := append([]string{"--profile", "nvidia-laptop", "--dev", w.s.Dev, "--report", rep, "--host-latency", w.latency.String()}, extra...)
+	args = append(args, "--", os.Args[0], "-test.run=^TestProbeChild$", "-test.count=1")
+	cmd := exec.Command(w.dxgsim, args...)
+	cmd.Env = append(os.Environ(), envProbeChild+"="+string(setup))
+	w.fsCounts(tb)
+	out, err := cmd.CombinedOutput()
+	fs := w.fsCounts(tb)
+	if err != nil {
+		tb.Fatalf("dxgsim: %v\n%s", err, out)
+	}
+	var r probeResult
+	for _, l := range strings.Split(string(out), "\n") {
+		if res, ok := strings.CutPrefix(l, "RESULT "); ok {
+			if err := json.Unmarshal([]byte(res), &r); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	var report struct{ Calls map[string]uint64 }
+	data, err := os.ReadFile(rep)
+	if err == nil {
+		err = json.Unmarshal(data, &report)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r, report.Calls, fs
+}
+
+// BenchmarkProbe times one start's Probe (inside the started process, so
+// runc and process start-up stay out), cold and warm, with the lib dir and
+// drivers dir over latencyfs: without latency, and on bench-start's latency
+// host (100 us per file system request and per dxg call to the host). Root.
+func BenchmarkProbe(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("dxgsim needs root")
+	}
+	for _, lat := range []time.Duration{0, 100 * time.Microsecond} {
+		b.Run("latency="+lat.String(), func(b *testing.B) { benchmarkProbe(b, lat) })
+	}
+}
+
+func benchmarkProbe(b *testing.B, latency time.Duration) {
+	w := newProbeWorld(b, latency)
+	var cold, warm []time.Duration
+	for b.Loop() {
+		files, _ := filepath.Glob(filepath.Join(w.s.Cache, "probe-*.json"))
+		for _, f := range files {
+			os.Remove(f)
+		}
+		r, _, _ := w.start(b)
+		cold = append(cold, r.Took)
+		r, _, _ = w.start(b)
+		if !r.Hit {
+			b.Fatalf("warm start missed: %s", r.Miss)
+		}
+		warm = append(warm, r.Took)
+	}
+	med := func(ds []time.Duration) float64 {
+		slices.Sort(ds)
+		return float64(ds[len(ds)/2]) / float64(time.Millisecond)
+	}
+	b.ReportMetric(med(cold), "cold-ms")
+	b.ReportMetric(med(warm), "warm-ms")
+}
+
+// serveCounted builds test/latencyfs (a module of its own) into bin, serves
+// each SRC:MNT through it without delay and returns a function that takes
+// its request counts since the last call.
+func serveCounted(t testing.TB, bin string, latency time.Duration, mounts ...string) func(t testing.TB) map[string]uint64 {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse: test/latencyfs cannot mount")
+	}
+	root, err := testbin.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lfs := filepath.Join(bin, "latencyfs")
+	build := exec.Command("go", "build", "-o", lfs, ".")
+	build.Dir = filepath.Join(root, "test", "latencyfs")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build test/latencyfs: %v\n%s", err, out)
+	}
+	for _, m := range mounts {
+		if err := os.MkdirAll(m[strings.IndexByte(m, ':')+1:], 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sock := filepath.Join(bin, "latencyfs.sock")
+	cmd := exec.Command(lfs, append([]string{"--latency", latency.String(), "--control", sock}, mounts...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	ready := make([]byte, 6)
+	if _, err := io.ReadFull(out, ready); err != nil || string(ready) != "ready\n" {
+		t.Fatalf("latencyfs did not start: %q %v", ready, err)
+	}
+	return func(t testing.TB) map[string]uint64 {
+		t.Helper()
+		conn, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		var c map[string]uint64
+		if err := json.NewDecoder(conn).Decode(&c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+}

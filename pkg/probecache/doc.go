@@ -1,0 +1,39 @@
+// Package probecache keeps what one container start learned of the host
+// (the adapters, their driver store folders, nvidia-smi's place and the lib
+// dir's loader-cache entries) in a file under /run, so the next start checks
+// it with a few cheap calls instead of asking the Windows host again.
+//
+// On WSL each adapter query is a VM-bus message to the Windows host, and
+// /usr/lib/wsl is a 9p mount of Windows folders where every lookup, open,
+// read and close is a round trip to a file server on Windows. A start with
+// a fresh cache sends the guest-side listing (ENUMADAPTERS3, which gives the
+// LUIDs) and stats the lib dir and the drivers dir once each; nothing else
+// of the probe reaches the host.
+//
+// A cached probe is used only when everything it depends on is unchanged:
+//
+//   - the boot (/proc/sys/kernel/random/boot_id): a cache from another boot
+//     of the VM is never used, even where /run is not a tmpfs;
+//   - the configured device, lib dir and drivers dir, and what was asked
+//     (the adapters' details, the loader-cache entries);
+//   - the adapters' LUIDs, in order, from the listing the guest answers: a
+//     new or removed adapter changes them, and so does a new boot. Windows
+//     normally gives an adapter a new LUID when it restarts it (a driver
+//     update does), but this is not relied on alone;
+//   - one stat of the lib dir and of the drivers dir: device, inode, mode,
+//     modification and change times. A driver update adds a folder to the
+//     driver store (FileRepository), which moves its modification time:
+//     on WSL's 9p mount a stat is a GETATTR answered by the Windows file
+//     server from NTFS, which updates a directory's last-write time when an
+//     entry is created, removed or renamed in it, with 100 ns resolution.
+//     A file added to, removed from or renamed over in the lib dir moves
+//     the lib dir's. WSL's lib dir is an overlay over the 9p mount: there a
+//     stat shows the upper dir, so a change of the Windows side alone is
+//     seen through the drivers dir and the LUIDs (it comes with a driver
+//     update) or the boot id (with a WSL update), not the lib dir's stamp.
+//
+// A file that is not a regular file owned by this user, is writable by
+// others, is larger than MaxSize, does not decode, or holds anything a
+// probe could not have produced is ignored and replaced, never trusted:
+// the hook runs as root. Files are replaced atomically (pkg/atomicfile).
+package probecache

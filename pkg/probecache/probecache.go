@@ -1,0 +1,227 @@
+package probecache
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+)
+
+// MaxSize bounds a cache file: a host with 64 adapters and a few hundred
+// libraries needs well under it.
+const MaxSize = 256 << 10
+
+// BootIDPath is where the kernel says which boot this is.
+const BootIDPath = "/proc/sys/kernel/random/boot_id"
+
+// version is the file format; a file of another version is a miss.
+const version = 1
+
+// Stamp is what one stat of a directory says about its state.
+type Stamp struct {
+	Dev, Ino     uint64
+	Mode         uint32
+	Mtime, Ctime int64 // nanoseconds since the epoch
+}
+
+// StampOf stats dir, following links as the probe does.
+func StampOf(dir string) (Stamp, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return Stamp{}, &os.PathError{Op: "stat", Path: dir, Err: err}
+	}
+	return Stamp{Dev: st.Dev, Ino: st.Ino, Mode: st.Mode,
+		Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano()}, nil
+}
+
+// IsReadableDir: the stamp is of a directory everyone may read and enter,
+// as the probe requires of the lib dir.
+func (s Stamp) IsReadableDir() bool {
+	return s.Mode&unix.S_IFMT == unix.S_IFDIR && s.Mode&0o005 == 0o005
+}
+
+// Key is everything a cached probe depends on.
+type Key struct {
+	BootID                     string
+	Device, LibDir, DriversDir string
+	// Details and Ldcache say what the probe asked: a cache with them
+	// serves a start that needs them or not; one without serves only a
+	// start that does not.
+	Details, Ldcache bool
+	// LUIDs are the listed adapters' LUIDs in enumeration order.
+	LUIDs        []uint64
+	Lib, Drivers Stamp
+}
+
+// Serves reports whether a probe made under k answers a start whose
+// current state is now.
+func (k *Key) Serves(now *Key) bool {
+	return k.BootID == now.BootID && k.BootID != "" &&
+		k.Device == now.Device && k.LibDir == now.LibDir && k.DriversDir == now.DriversDir &&
+		(k.Details || !now.Details) && (k.Ldcache || !now.Ldcache) &&
+		slices.Equal(k.LUIDs, now.LUIDs) && k.Lib == now.Lib && k.Drivers == now.Drivers
+}
+
+// LUIDs turns an enumeration's LUIDs into a Key's.
+func LUIDs(ls []dxcore.LUID) []uint64 {
+	out := make([]uint64, len(ls))
+	for i, l := range ls {
+		out[i] = l.Uint64()
+	}
+	return out
+}
+
+// BootID reads this boot's id.
+func BootID() (string, error) {
+	b, err := os.ReadFile(BootIDPath)
+	if err != nil {
+		return "", err
+	}
+	id := string(bytes.TrimSpace(b))
+	if len(id) != 36 {
+		return "", fmt.Errorf("%s: unexpected content %q", BootIDPath, id)
+	}
+	return id, nil
+}
+
+// file is the on-disk form.
+type file struct {
+	Version int
+	Key     Key
+	Probe   Probe
+}
+
+// Path is the cache file in dir for a configuration: one file per device,
+// lib dir and drivers dir, so hosts simulated side by side (tests) do not
+// evict each other. The key holds the paths too, so a hash collision is
+// only a miss.
+func Path(dir string, k *Key) string {
+	h := fnv.New64a()
+	for _, s := range []string{k.Device, k.LibDir, k.DriversDir} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return filepath.Join(dir, fmt.Sprintf("probe-%016x.json", h.Sum64()))
+}
+
+// ErrStale is Load's error for a well-formed file made under another key.
+var ErrStale = errors.New("made for another state of the host")
+
+// Load reads the probe cached at path for a start whose state is now
+// (now.LUIDs are not known yet and not compared: see Key.Serves). It
+// returns the file's key for the caller to compare LUIDs against. Any
+// error means a miss; errors.Is(err, fs.ErrNotExist) is the quiet one.
+func Load(path string, now *Key) (*Key, *Probe, error) {
+	data, err := readChecked(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	var f file
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if dec.More() {
+		return nil, nil, fmt.Errorf("%s: data after the cache", path)
+	}
+	if f.Version != version {
+		return nil, nil, fmt.Errorf("%s: format %d, want %d", path, f.Version, version)
+	}
+	if err := f.Probe.validate(&f.Key); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	withLUIDs := *now
+	withLUIDs.LUIDs = f.Key.LUIDs
+	if !f.Key.Serves(&withLUIDs) {
+		return nil, nil, fmt.Errorf("%s: %w", path, ErrStale)
+	}
+	return &f.Key, &f.Probe, nil
+}
+
+// readChecked reads path if it is a regular file of this user's that no
+// one else may write, of at most MaxSize bytes, in a directory that is
+// this user's and no one else's to write.
+func readChecked(path string) ([]byte, error) {
+	if err := checkDir(filepath.Dir(path)); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	case int(st.Uid) != os.Geteuid():
+		return nil, fmt.Errorf("%s is owned by uid %d, not %d", path, st.Uid, os.Geteuid())
+	case st.Mode&0o022 != 0:
+		return nil, fmt.Errorf("%s is writable by others (mode %04o)", path, st.Mode&0o7777)
+	case st.Size > MaxSize:
+		return nil, fmt.Errorf("%s is %d bytes, more than a cache can be (%d)", path, st.Size, MaxSize)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(data) > MaxSize {
+		return nil, fmt.Errorf("%s grew past %d bytes", path, MaxSize)
+	}
+	return data, nil
+}
+
+func checkDir(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return &os.PathError{Op: "stat", Path: dir, Err: err}
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("%s is not a directory", dir)
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("%s is owned by uid %d, not %d", dir, st.Uid, os.Geteuid())
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("%s is writable by others (mode %04o)", dir, st.Mode&0o7777)
+	}
+	return nil
+}
+
+// Save replaces the file at path with p made under k, atomically, mode
+// 0600. A directory that is missing is made (0755); one that is not this
+// user's alone is refused.
+func Save(path string, k *Key, p *Probe) error {
+	if err := p.validate(k); err != nil {
+		return fmt.Errorf("not caching the probe: %w", err)
+	}
+	data, err := json.Marshal(file{Version: version, Key: *k, Probe: *p})
+	if err != nil {
+		return err
+	}
+	if len(data) > MaxSize {
+		return fmt.Errorf("not caching the probe: %d bytes, more than %d", len(data), MaxSize)
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := checkDir(dir); err != nil {
+		return err
+	}
+	return atomicfile.Write(path, data, 0o600, atomicfile.Keep)
+}

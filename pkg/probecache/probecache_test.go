@@ -1,0 +1,328 @@
+package probecache_test
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probecache"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
+)
+
+// world is a simulated host as a probe sees it: the fixture tree, the
+// profile's adapters and a boot id.
+type world struct {
+	root, lib, drivers string
+	profile            simhost.Profile
+	bootID             string
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	root := fixture.Host(t, "nvidia-laptop", fixture.Options{Stubs: true})
+	p, err := simhost.Lookup("nvidia-laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{root: root, lib: filepath.Join(root, fixture.LibDir), drivers: filepath.Join(root, fixture.DriversDir),
+		profile: p, bootID: "0b4c4ab4-6bd6-4bd8-b3ad-7ad1d0a7a1a1"}
+	// Put the dirs' times in the past: a change in the test then moves
+	// them even on a file system whose clock ticks coarsely.
+	past := time.Now().Add(-time.Hour)
+	for _, d := range []string{w.lib, w.drivers} {
+		if err := os.Chtimes(d, past, past); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
+// key is the state of the world as a start sees it.
+func (w *world) key(t *testing.T) *probecache.Key {
+	t.Helper()
+	k := &probecache.Key{BootID: w.bootID, Device: "/dev/dxg", LibDir: w.lib, DriversDir: w.drivers, Ldcache: true}
+	var err error
+	if k.Lib, err = probecache.StampOf(w.lib); err != nil {
+		t.Fatal(err)
+	}
+	if k.Drivers, err = probecache.StampOf(w.drivers); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range fixture.Adapters(w.profile) {
+		k.LUIDs = append(k.LUIDs, a.LUID.Uint64())
+	}
+	return k
+}
+
+// host is what a probe of the world returns.
+func (w *world) host(t *testing.T) gpuplan.Host {
+	t.Helper()
+	inv, err := driverstore.Build(fixture.Adapters(w.profile), driverstore.Options{LibDir: w.lib, DriversDir: w.drivers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gpuplan.Host{Node: devnode.Node{Path: "/dev/dxg", Major: 10, Minor: 125}, Inventory: inv,
+		NvidiaSmi: driverstore.FindNvidiaSmi(inv),
+		Ldcache:   []ldcache.Entry{{Key: "libcuda.so.1", Path: "/usr/lib/wsl/lib/libcuda.so.1", Flags: ldcache.FlagX8664Libc6}}}
+}
+
+// save caches the world's probe as a start would.
+func (w *world) save(t *testing.T, dir string) (string, *probecache.Probe) {
+	t.Helper()
+	p, err := probecache.FromHost(w.host(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := w.key(t)
+	path := probecache.Path(dir, k)
+	if err := probecache.Save(path, k, p); err != nil {
+		t.Fatal(err)
+	}
+	return path, p
+}
+
+// load is a start's lookup: Load, then the LUID check the enumeration makes.
+func load(t *testing.T, path string, now *probecache.Key) (*probecache.Probe, error) {
+	t.Helper()
+	k, p, err := probecache.Load(path, now)
+	if err != nil {
+		return nil, err
+	}
+	if !k.Serves(now) {
+		return nil, probecache.ErrStale
+	}
+	return p, nil
+}
+
+func TestRoundTrip(t *testing.T) {
+	w := newWorld(t)
+	want := w.host(t)
+	path, _ := w.save(t, t.TempDir())
+	p, err := load(t, path, w.key(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := p.Host(want.Node, w.key(t))
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("cached host differs:\n got %+v\nwant %+v", *got.Inventory, *want.Inventory)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("cache file mode: %v, %v; want 0600", fi.Mode(), err)
+	}
+}
+
+// TestInvalidation: every change of the host a start must not miss makes
+// the cache a miss; the unchanged host is a hit (so the test can fail).
+func TestInvalidation(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(t *testing.T, w *world, k *probecache.Key)
+		stale  bool
+	}{
+		{"unchanged", func(*testing.T, *world, *probecache.Key) {}, false},
+		{"reboot", func(_ *testing.T, _ *world, k *probecache.Key) { k.BootID = "7c3f3d9e-1c2b-4a5d-9e8f-0a1b2c3d4e5f" }, true},
+		{"LUID change at boot", func(_ *testing.T, _ *world, k *probecache.Key) { k.LUIDs[1]++ }, true},
+		{"new adapter", func(_ *testing.T, _ *world, k *probecache.Key) { k.LUIDs = append(k.LUIDs, 0x99887766) }, true},
+		{"adapter gone", func(_ *testing.T, _ *world, k *probecache.Key) { k.LUIDs = k.LUIDs[:len(k.LUIDs)-1] }, true},
+		{"driver update (new folder)", func(t *testing.T, w *world, k *probecache.Key) {
+			mkdir(t, filepath.Join(w.drivers, "nv_dispi.inf_amd64_1111111111111111"))
+			restamp(t, w, k)
+		}, true},
+		{"driver update (old folder removed)", func(t *testing.T, w *world, k *probecache.Key) {
+			folder := w.profile.Adapters[1].Folder
+			if err := os.RemoveAll(filepath.Join(w.drivers, folder)); err != nil {
+				t.Fatal(err)
+			}
+			restamp(t, w, k)
+		}, true},
+		{"lib dir: library added", func(t *testing.T, w *world, k *probecache.Key) {
+			if err := os.WriteFile(filepath.Join(w.lib, "libnew.so.1"), nil, 0o555); err != nil {
+				t.Fatal(err)
+			}
+			restamp(t, w, k)
+		}, true},
+		{"lib dir: library replaced", func(t *testing.T, w *world, k *probecache.Key) {
+			tmp := filepath.Join(w.lib, ".libcuda.so.1.new")
+			if err := os.WriteFile(tmp, []byte("new"), 0o555); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, filepath.Join(w.lib, "libcuda.so.1")); err != nil {
+				t.Fatal(err)
+			}
+			restamp(t, w, k)
+		}, true},
+		{"lib dir remounted", func(_ *testing.T, _ *world, k *probecache.Key) { k.Lib.Dev++ }, true},
+		{"another drivers dir", func(_ *testing.T, _ *world, k *probecache.Key) { k.DriversDir += "2" }, true},
+		{"details needed, not cached", func(_ *testing.T, _ *world, k *probecache.Key) { k.Details = true }, true},
+		{"loader entries not needed", func(_ *testing.T, _ *world, k *probecache.Key) { k.Ldcache = false }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			path, _ := w.save(t, t.TempDir())
+			now := w.key(t)
+			tt.change(t, w, now)
+			_, err := load(t, path, now)
+			if tt.stale && !errors.Is(err, probecache.ErrStale) {
+				t.Errorf("after the change the cache answered (err %v); want a miss", err)
+			}
+			if !tt.stale && err != nil {
+				t.Errorf("the cache missed: %v", err)
+			}
+		})
+	}
+}
+
+func mkdir(t *testing.T, p string) {
+	t.Helper()
+	if err := os.Mkdir(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func restamp(t *testing.T, w *world, k *probecache.Key) {
+	t.Helper()
+	var err error
+	if k.Lib, err = probecache.StampOf(w.lib); err != nil {
+		t.Fatal(err)
+	}
+	if k.Drivers, err = probecache.StampOf(w.drivers); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHostileFiles: a corrupt, hostile or half-written file is a miss, and
+// the next Save replaces it with one that hits.
+func TestHostileFiles(t *testing.T) {
+	edit := func(from, to string) func(t *testing.T, path string) {
+		return func(t *testing.T, path string) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(data), from) {
+				t.Fatalf("%q not in the cache: %s", from, data)
+			}
+			write(t, path, strings.Replace(string(data), from, to, 1), 0o600)
+		}
+	}
+	tests := []struct {
+		name string
+		do   func(t *testing.T, path string)
+	}{
+		{"garbage", func(t *testing.T, path string) { write(t, path, "\x00\xffnot json", 0o600) }},
+		{"empty", func(t *testing.T, path string) { write(t, path, "", 0o600) }},
+		{"half written", func(t *testing.T, path string) {
+			data, _ := os.ReadFile(path)
+			write(t, path, string(data[:len(data)/2]), 0o600)
+		}},
+		{"data after the cache", func(t *testing.T, path string) {
+			data, _ := os.ReadFile(path)
+			write(t, path, string(data)+"{}", 0o600)
+		}},
+		{"unknown field", edit(`{"Version":1,`, `{"Version":1,"Extra":1,`)},
+		{"other format", edit(`{"Version":1,`, `{"Version":2,`)},
+		{"folder escapes the drivers dir", edit(`"Folders":[{"Name":"`, `"Folders":[{"Name":"../../../etc/`)},
+		{"loader entry outside the lib dir", edit(`"/usr/lib/wsl/lib/libcuda.so.1"`, `"/etc/shadow"`)},
+		{"loader entry in a subdir", edit(`"/usr/lib/wsl/lib/libcuda.so.1"`, `"/usr/lib/wsl/lib/../../../../etc/x"`)},
+		{"adapter points at no folder", edit(`"Folder":"`, `"Folder":"x`)},
+		{"LUID not the key's", edit(`"LUID":{"Low":`, `"LUID":{"Low":1`)},
+		{"oversized", func(t *testing.T, path string) {
+			write(t, path, strings.Repeat(" ", probecache.MaxSize+1), 0o600)
+		}},
+		{"writable by others", func(t *testing.T, path string) {
+			if err := os.Chmod(path, 0o666); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"symlink to a good cache", func(t *testing.T, path string) {
+			good := filepath.Join(t.TempDir(), "good")
+			data, _ := os.ReadFile(path)
+			write(t, good, string(data), 0o600)
+			os.Remove(path)
+			if err := os.Symlink(good, path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a directory", func(t *testing.T, path string) {
+			os.Remove(path)
+			mkdir(t, path)
+		}},
+		{"a fifo", func(t *testing.T, path string) {
+			os.Remove(path)
+			if err := mkfifo(path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			dir := t.TempDir()
+			path, p := w.save(t, dir)
+			tt.do(t, path)
+			if got, err := load(t, path, w.key(t)); err == nil {
+				t.Fatalf("the cache answered %+v; want a miss", got)
+			} else if errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("miss for the wrong reason: %v", err)
+			}
+			if fi, err := os.Lstat(path); err == nil && fi.IsDir() {
+				os.Remove(path) // Save cannot rename over a directory; the hook logs that
+			}
+			if err := probecache.Save(path, w.key(t), p); err != nil {
+				t.Fatalf("replace: %v", err)
+			}
+			if _, err := load(t, path, w.key(t)); err != nil {
+				t.Fatalf("after replacing: %v", err)
+			}
+		})
+	}
+}
+
+// TestRefusedDir: a cache dir others may write is neither read nor written.
+func TestRefusedDir(t *testing.T) {
+	w := newWorld(t)
+	dir := filepath.Join(t.TempDir(), "cache")
+	path, p := w.save(t, dir)
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load(t, path, w.key(t)); err == nil || !strings.Contains(err.Error(), "writable by others") {
+		t.Errorf("load from a world-writable dir: %v", err)
+	}
+	if err := probecache.Save(path, w.key(t), p); err == nil {
+		t.Errorf("saved into a world-writable dir")
+	}
+}
+
+// TestNotCacheable: a probe that skipped an adapter is not cached.
+func TestNotCacheable(t *testing.T) {
+	w := newWorld(t)
+	h := w.host(t)
+	h.Inventory.Adapters[0].Err = errors.New("folder not found")
+	if _, err := probecache.FromHost(h); !errors.Is(err, probecache.ErrNotCacheable) {
+		t.Errorf("FromHost with a failed adapter: %v", err)
+	}
+}
+
+func write(t *testing.T, path, data string, mode fs.FileMode) {
+	t.Helper()
+	os.Remove(path)
+	if err := os.WriteFile(path, []byte(data), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+}
