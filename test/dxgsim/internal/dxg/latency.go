@@ -5,7 +5,8 @@ import "time"
 // hostRoundTrip waits out Config.HostLatency before a call the driver
 // forwards to the Windows host over the VM bus. On WSL, QUERYADAPTERINFO
 // is such a call (dxgvmb_send_query_adapter_info, a synchronous VM-bus
-// message the calling thread waits on); ENUMADAPTERS2/3, CLOSEADAPTER and
+// message the calling thread waits on), and so are the statistics calls
+// (QUERYSTATISTICS, QUERYVIDEOMEMORYINFO); ENUMADAPTERS2/3, CLOSEADAPTER and
 // OPENADAPTERFROMLUID are answered from the guest driver's own adapter
 // list. The simulator answers in microseconds; with a latency set, a
 // benchmark sees the start cost as the VM boundary shapes it.
@@ -17,4 +18,6 @@ func (k *Kernel) hostRoundTrip() {
 
 // HostCalls counts the calls that reached the Windows host: each is one
 // VM-bus round trip on WSL.
-func (s Stats) HostCalls() uint64 { return s.Calls["QUERYADAPTERINFO"] }
+func (s Stats) HostCalls() uint64 {
+	return s.Calls["QUERYADAPTERINFO"] + s.Calls["QUERYSTATISTICS"] + s.Calls["QUERYVIDEOMEMORYINFO"]
+}

@@ -131,6 +131,7 @@ func (k *Kernel) queryStatistics(c Caller, arg uint64, mem Memory, live func() b
 	if !live() {
 		return Result{Gone: true}
 	}
+	k.hostRoundTrip()
 	l, t := k.load(idx), k.statsClock()
 	r := args[statsResultAt:statsQueryAt]
 	clear(r)
@@ -198,6 +199,7 @@ func (k *Kernel) queryVideoMemoryInfo(c Caller, arg uint64, mem Memory, live fun
 	if !live() {
 		return Result{Gone: true}
 	}
+	k.hostRoundTrip()
 	l := k.load(idx)
 	u := processUsage(l, c.Comm, group == 1, k.statsClock())
 	le.PutUint64(args[16:], l.Budget)
