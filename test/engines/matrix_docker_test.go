@@ -120,6 +120,10 @@ func TestMatrixDocker(t *testing.T) {
 func (m *matrix) startDockerIn(t *testing.T, w world, extra ...string) (docker func(args ...string) (string, error), stop func()) {
 	t.Helper()
 	dir := shortTemp(t, "wgm-docker-")
+	// userns-remap's root must pass through to its data dir.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	sock := filepath.Join(dir, "docker.sock")
 	daemonJSON := filepath.Join(dir, "daemon.json")
 	// Docker 25 to 28.1 need the cdi feature for --device vendor.com/class=name
