@@ -89,7 +89,7 @@ func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, selections []
 	}
 	c.Rootless = userns.RunningInUserNS()
 	if c.Rootless {
-		log.Infof("the hook runs in a user namespace (rootless engine): device cgroups are left alone, /dev/dxg is bound from the host")
+		log.Infof("the hook runs in a user namespace (a rootless engine's or the container's own): device cgroups are left alone, /dev/dxg is bound from the host")
 	}
 	node, err := devnode.Stat(cfg.DxgDevice)
 	if err != nil {
