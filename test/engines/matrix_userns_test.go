@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The user-namespace matrix: the request forms of the other matrices, in
@@ -177,5 +178,68 @@ func TestMatrixUsernsDocker(t *testing.T) {
 			}
 		})
 	}
+	m.hostClean(t, mountsBefore)
+}
+
+// usernsCRIRows are pods with hostUsers: false, as the kubelet asks
+// containerd for them: the device plugin's CDI answer and a RuntimeClass.
+var usernsCRIRows = []criRow{
+	{name: "hostUsers false pod, CDI nvidia.com/gpu=all", cdi: "nvidia.com/gpu=all", userns: true, folders: nvidiaOnly},
+	{name: "hostUsers false pod, CDI wsl-gpu-hook.dev/gpu=intel", cdi: "wsl-gpu-hook.dev/gpu=intel", userns: true, folders: intelOnly},
+	{name: "hostUsers false pod, runtime handler wsl-gpu", handler: "wsl-gpu", annotation: "nvidia", userns: true, folders: nvidiaOnly},
+}
+
+// TestMatrixUsernsContainerd runs pods with a user namespace of their own
+// (CRI UsernsOptions, what the kubelet sends for hostUsers: false) on
+// containerd 2.4 + runc 1.5, driven over CRI as the kubelet does.
+func TestMatrixUsernsContainerd(t *testing.T) {
+	m := setupMatrix(t)
+	e := m.e
+	if err := os.Chmod(e.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mountsBefore := hostWSLMounts(t)
+	col := containerdColumns[len(containerdColumns)-1] // containerd 2.4 + runc 1.5
+	t.Run(col.name, func(t *testing.T) {
+		w := col.world(t, m)
+		dir := shortTemp(t, "wgm-uctrd-")
+		if err := os.Chmod(dir, 0o711); err != nil {
+			t.Fatal(err)
+		}
+		sock := filepath.Join(dir, "containerd.sock")
+		cfgPath, err := col.config(m, dir, sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := m.startIn(t, w, "containerd", "--config", cfgPath)
+		defer d.stop(t)
+		ctr := func(args ...string) (string, error) {
+			return d.exec(t, "", append([]string{col.ctr(t, m), "--address", sock, "--namespace", "k8s.io"}, args...)...)
+		}
+		deadline := time.Now().Add(3 * time.Minute)
+		for {
+			out, err := ctr("version")
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) || d.cmd.ProcessState != nil {
+				t.Fatalf("containerd did not come up: ctr version: %v %s\n%s", err, out, tail(d.stderr.String(), 30))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		importImages(t, e, dir, ctr)
+		rt, closeConn := criClient(t, sock)
+		defer closeConn()
+		for i, row := range usernsCRIRows {
+			t.Run(row.name, func(t *testing.T) {
+				out, err := criRun(t, rt, dir, 100+i, row)
+				if err != nil {
+					t.Fatalf("%v\nhook log:\n%s\ncontainerd:\n%s", err, m.hookLogTail(), tail(grepLines(d.stderr.String(), "level=error"), 10))
+				}
+				checkRemapped(t, out, 4000000)
+				checkRow(t, e, out, row.folders(e))
+			})
+		}
+	})
 	m.hostClean(t, mountsBefore)
 }
