@@ -8,6 +8,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -176,9 +177,46 @@ func BenchmarkReadInput(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := readInput(cfg, strings.NewReader(st), false); err != nil {
+		if _, err := readInput(cfg, strings.NewReader(st), nil, false); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkReadInputCDI: what the CDI hook reads before it decides, side
+// by side: a spec of before #23 (no arguments: the selections from
+// config.json's environment, a Docker-sized config) and now (the
+// selection as the argument, the root filesystem from the working
+// directory, as runc runs the hook).
+func BenchmarkReadInputCDI(b *testing.B) {
+	h := newBenchHost(b)
+	bundle := h.bundle(b)
+	docker, err := os.ReadFile("../../pkg/oci/testdata/config-docker-like.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var spec map[string]any
+	must(b, json.Unmarshal(docker, &spec))
+	spec["root"] = map[string]any{"path": "rootfs"}
+	proc := spec["process"].(map[string]any)
+	proc["env"] = append(proc["env"].([]any), "WSL_GPU_CDI_NVIDIA_COM_GPU_ALL=vendor:nvidia")
+	data, err := json.Marshal(spec)
+	must(b, err)
+	must(b, os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644))
+	b.Chdir(filepath.Join(bundle, "rootfs"))
+	st := state(bundle, 1)
+	for _, tt := range []struct {
+		name string
+		args []string
+	}{{"config.json", nil}, {"args", []string{"vendor:nvidia"}}} {
+		b.Run(tt.name, func(b *testing.B) {
+			for b.Loop() {
+				in, err := readInput(h.cfg, strings.NewReader(st), tt.args, true)
+				if err != nil || len(in.cdi.Selections) != 1 || in.rootfs != filepath.Join(bundle, "rootfs") {
+					b.Fatalf("%+v, %v", in, err)
+				}
+			}
+		})
 	}
 }
 
@@ -194,7 +232,7 @@ func BenchmarkEnumerate(b *testing.B) {
 func BenchmarkPlan(b *testing.B) {
 	h := newBenchHost(b)
 	bundle := h.bundle(b)
-	in, err := readInput(h.cfg, strings.NewReader(state(bundle, 1)), false)
+	in, err := readInput(h.cfg, strings.NewReader(state(bundle, 1)), nil, false)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -232,7 +270,7 @@ func BenchmarkLdcacheScan(b *testing.B) {
 func BenchmarkApply(b *testing.B) {
 	h := newBenchHost(b)
 	bundle := h.bundle(b)
-	in, err := readInput(h.cfg, strings.NewReader(state(bundle, 1)), false)
+	in, err := readInput(h.cfg, strings.NewReader(state(bundle, 1)), nil, false)
 	if err != nil {
 		b.Fatal(err)
 	}

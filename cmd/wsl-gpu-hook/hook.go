@@ -30,22 +30,24 @@ func runHook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader) error {
 	logger, closeLog := newLogger(cfg)
 	defer closeLog()
 	log := logger.WithField("stage", stage)
-	if err := hook(stage, cfg, stdin, log, false); err != nil {
+	if err := hook(stage, cfg, stdin, nil, log, false); err != nil {
 		log.Errorf("%v", err)
 		return fmt.Errorf("%s: %w", stage, err)
 	}
 	return nil
 }
 
-// runCDIHook is the createContainer hook of the CDI specs: the engine made
-// the node and mounted the lib dir; the devices' selections (environment
-// variables the spec sets, see pkg/cdiselect) say which adapters, whose
-// current driver folders this mounts, as the prestart hook would.
-func runCDIHook(cfg config.Config, stdin io.Reader) error {
+// runCDIHook is the createContainer hook of a CDI device of ours: the
+// engine made the node and mounted the lib dir; the device's selection, the
+// hook's argument (pkg/cdiselect), says which adapters, whose current
+// driver folders this mounts, as the prestart hook would. A spec written
+// before the selections were arguments runs it with none: the selections
+// are then the container's environment, read from config.json.
+func runCDIHook(cfg config.Config, stdin io.Reader, selections []string) error {
 	logger, closeLog := newLogger(cfg)
 	defer closeLog()
 	log := logger.WithField("stage", "cdi-hook")
-	if err := hook(gpuplan.CreateContainer, cfg, stdin, log, true); err != nil {
+	if err := hook(gpuplan.CreateContainer, cfg, stdin, selections, log, true); err != nil {
 		log.Errorf("%v", err)
 		return fmt.Errorf("cdi-hook: %w", err)
 	}
@@ -59,8 +61,8 @@ func runCDIHook(cfg config.Config, stdin io.Reader) error {
 // node and mounted the lib dir; the request is the CDI devices' selections
 // (variables the specs set, see pkg/cdiselect), and the vendor stacks' edits
 // came with the devices, so no capability adds anything here.
-func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, log *logrus.Entry, fromCDI bool) error {
-	in, err := readInput(cfg, stdin, fromCDI)
+func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, selections []string, log *logrus.Entry, fromCDI bool) error {
+	in, err := readInput(cfg, stdin, selections, fromCDI)
 	if err != nil {
 		return err
 	}
@@ -87,7 +89,7 @@ func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, log *logrus.E
 	}
 	c.Rootless = userns.RunningInUserNS()
 	if c.Rootless {
-		log.Infof("the hook runs in a user namespace (rootless engine): device cgroups are left alone, /dev/dxg is bound from the host")
+		log.Infof("the hook runs in a user namespace (a rootless engine's or the container's own): device cgroups are left alone, /dev/dxg is bound from the host")
 	}
 	node, err := devnode.Stat(cfg.DxgDevice)
 	if err != nil {
@@ -170,12 +172,18 @@ type input struct {
 	cdi    cdiselect.Request // the CDI devices' selections, for the CDI hook
 }
 
-func readInput(cfg config.Config, stdin io.Reader, fromCDI bool) (*input, error) {
+func readInput(cfg config.Config, stdin io.Reader, selections []string, fromCDI bool) (*input, error) {
 	st, err := oci.ReadState(stdin)
 	if err != nil {
 		return nil, err
 	}
+	if fromCDI && len(selections) > 0 {
+		return readCDIInput(st, selections)
+	}
 	spec, err := oci.LoadSpec(st.Bundle)
+	if errors.Is(err, fs.ErrPermission) && fromCDI {
+		return nil, fmt.Errorf("%w: this CDI spec predates wsl-gpu-hook's support for containers with a user namespace of their own: regenerate it with wsl-gpu-hook cdi generate", err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -203,6 +211,28 @@ func readInput(cfg config.Config, stdin io.Reader, fromCDI bool) (*input, error)
 		}
 	}
 	return &input{bundle: st.Bundle, pid: st.Pid, rootfs: rootfs, spec: spec, req: req, caps: caps}, nil
+}
+
+// readCDIInput is what a CDI device's hook reads: the state and its own
+// arguments, never the bundle's config.json, which the container's root
+// cannot read when the container has a user namespace of its own (the hook
+// then runs as that root). The CDI hook needs nothing else from the spec:
+// the engine made the node, the lib dir mount and the device rule, and
+// the device carried its variables.
+func readCDIInput(st *oci.State, selections []string) (*input, error) {
+	req, err := cdiselect.FromArgs(selections)
+	if err != nil {
+		return nil, err
+	}
+	cwd, err := unix.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("find the container's root filesystem: %w", err)
+	}
+	rootfs, err := st.HookRoot(cwd)
+	if err != nil {
+		return nil, err
+	}
+	return &input{bundle: st.Bundle, pid: st.Pid, rootfs: rootfs, spec: &oci.Spec{}, cdi: req}, nil
 }
 
 func hostOptions(cfg config.Config) gpuhost.Options {

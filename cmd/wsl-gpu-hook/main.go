@@ -44,7 +44,7 @@ func main() {
 
 const usage = `usage:
   wsl-gpu-hook [--config FILE] prestart|createRuntime|createContainer   (OCI hook: state on stdin)
-  wsl-gpu-hook [--config FILE] cdi-hook                                   (the CDI specs' createContainer hook)
+  wsl-gpu-hook [--config FILE] cdi-hook SELECTION...                      (a CDI device's createContainer hook)
   wsl-gpu-hook runtime RUNC-ARGS...                                      (OCI runtime wrapper; also as wsl-gpu-runtime)
   wsl-gpu-hook version
   wsl-gpu-hook [--config FILE] info|doctor|cdi|install|uninstall ...     (run by wsl-gpu-ctl: see wsl-gpu-ctl --help)
@@ -78,7 +78,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if !stage.Valid() && cmd != "cdi-hook" {
 		return cli.Usagef("unknown command %q", cmd)
 	}
-	if len(cmdArgs) > 0 {
+	// The CDI hook's arguments are its device's selections.
+	if len(cmdArgs) > 0 && cmd != "cdi-hook" {
 		return cli.Usagef("%s takes no arguments", cmd)
 	}
 	cfg, err := config.Load(config.Find(c.ConfigPath, os.Getenv))
@@ -86,7 +87,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return fmt.Errorf("%s: %w: fix the configuration file", cmd, err)
 	}
 	if cmd == "cdi-hook" {
-		return runCDIHook(cfg, stdin)
+		return runCDIHook(cfg, stdin, cmdArgs)
 	}
 	return runHook(stage, cfg, stdin)
 }

@@ -124,9 +124,12 @@ func EnvName(kind, device string) string {
 }
 
 // Request is the union of the selections of the CDI devices a container
-// got, as the hook finds them in the container's environment.
+// got, as the hook finds them in its arguments (FromArgs) or, for a spec
+// written before the hook took them so, in the container's environment
+// (FromEnv).
 type Request struct {
-	// Vars are the variables found, "NAME=VALUE", sorted: for messages.
+	// Vars are the selections found, "NAME=VALUE" from the environment,
+	// sorted, or the arguments as given: for messages.
 	Vars       []string
 	Selections []Selection
 }
@@ -139,6 +142,24 @@ func (r Request) All() bool {
 		}
 	}
 	return false
+}
+
+// FromArgs reads the selections a device's hook carries as its arguments
+// (`cdi-hook vendor:nvidia:0`): each device of ours has its own hook, so the
+// hook learns what the container asked for without reading the bundle's
+// config.json, which a hook inside the container's own user namespace
+// cannot read. The arguments come from the CDI spec, which root wrote: an
+// argument that is not a selection means a damaged spec.
+func FromArgs(args []string) (Request, error) {
+	r := Request{Vars: args}
+	for _, a := range args {
+		s, err := ParseSelection(a)
+		if err != nil {
+			return Request{}, fmt.Errorf("hook argument: %w: the CDI spec is damaged: regenerate it with wsl-gpu-hook cdi generate", err)
+		}
+		r.Selections = append(r.Selections, s)
+	}
+	return r, nil
 }
 
 // FromEnv finds the selections in a container's environment ("NAME=VALUE"

@@ -63,6 +63,26 @@ func TestFromEnv(t *testing.T) {
 	}
 }
 
+func TestFromArgs(t *testing.T) {
+	r, err := FromArgs([]string{"vendor:nvidia:0", "index:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []string{r.Selections[0].String(), r.Selections[1].String()}; len(r.Selections) != 2 || !reflect.DeepEqual(got, []string{"vendor:nvidia:0", "index:1"}) || r.All() {
+		t.Errorf("selections %+v", r.Selections)
+	}
+	if r, err := FromArgs([]string{"all"}); err != nil || !r.All() {
+		t.Errorf("all: %+v, %v", r, err)
+	}
+	if r, err := FromArgs(nil); err != nil || len(r.Selections) != 0 {
+		t.Errorf("no arguments: %+v, %v", r, err)
+	}
+	_, err = FromArgs([]string{"all", "--config"})
+	if err == nil || !strings.Contains(err.Error(), `selection "--config"`) || !strings.Contains(err.Error(), "cdi generate") {
+		t.Errorf("bad argument: %v, want an error naming it and what to do", err)
+	}
+}
+
 func TestSelect(t *testing.T) {
 	// Host order: Intel 0, NVIDIA 1, NVIDIA 2 (folder missing), AMD 3.
 	adapters := []driverstore.Adapter{

@@ -4,12 +4,14 @@
 // `--device amd.com/gpu=0`, and our own `--device wsl-gpu-hook.dev/gpu=intel`.
 //
 // A spec names nothing a Windows driver update changes. Its top-level edits
-// are /dev/dxg, the lib dir and a createContainer hook that is
-// wsl-gpu-hook itself; each device adds one environment variable saying
-// what it stands for (a Selection: all, a vendor, a vendor's N-th adapter,
-// an adapter index, a LUID). At every container start the hook reads those
-// variables from the container's config, enumerates the host and mounts the
-// selected adapters' current driver store folders. NVIDIA's own WSL spec
+// are /dev/dxg and the lib dir; each device adds a createContainer hook
+// that is wsl-gpu-hook itself, whose argument is what the device stands
+// for (a Selection: all, a vendor, a vendor's N-th adapter, an adapter
+// index, a LUID), and an environment variable saying the same for the
+// container. At every container start the hook enumerates the host and
+// mounts the selected adapters' current driver store folders, reading
+// nothing of the container's config, which a hook in the container's own
+// user namespace could not read. NVIDIA's own WSL spec
 // names the folder (whose hash changes with each driver) and its files, and
 // goes stale on every driver update; this one changes only when the set of
 // adapters does.

@@ -65,10 +65,10 @@ type Options struct {
 
 // Generate builds one spec per kind for the adapters in inv: our own kind
 // always, a vendor kind when that vendor has an adapter. The specs name no
-// driver store folder: each device carries its selection in an environment
-// variable (EnvName, cdiselect.Selection) that the createContainer hook resolves at
-// every container start, so a driver update, which renames the folder,
-// leaves the specs valid. Only a change in the set of adapters changes them.
+// driver store folder: each device has a createContainer hook of its own
+// whose argument is its selection (cdiselect.Selection), resolved at every
+// container start, so a driver update, which renames the folder, leaves
+// the specs valid. Only a change in the set of adapters changes them.
 func Generate(inv *driverstore.Inventory, opt Options) ([]*cdi.Spec, error) {
 	if len(inv.Adapters) == 0 {
 		return nil, errors.New("the host reports no GPU adapter: nothing to put in a CDI spec (see wsl-gpu-hook info)")
@@ -78,8 +78,13 @@ func Generate(inv *driverstore.Inventory, opt Options) ([]*cdi.Spec, error) {
 	own := newSpec(Kind, opt)
 	add := func(s *cdi.Spec, name string, sel cdiselect.Selection) {
 		d := cdi.Device{
-			Name:           name,
-			ContainerEdits: cdi.ContainerEdits{Env: []string{cdiselect.EnvName(s.Kind, name) + "=" + sel.String()}},
+			Name: name,
+			ContainerEdits: cdi.ContainerEdits{
+				// The variable tells the container what it got; the hook
+				// reads its argument, never the container's config.
+				Env:   []string{cdiselect.EnvName(s.Kind, name) + "=" + sel.String()},
+				Hooks: []*cdi.Hook{hook(opt, sel)},
+			},
 		}
 		withStack(&d.ContainerEdits, inv, sel, opt.Stack)
 		s.Devices = append(s.Devices, d)
@@ -135,9 +140,9 @@ func Generate(inv *driverstore.Inventory, opt Options) ([]*cdi.Spec, error) {
 	return specs, nil
 }
 
-// newSpec has the edits every device of a kind shares: the node, the lib
-// dir and the hook. Engines apply a spec's top-level edits once per
-// container however many of its devices it gets.
+// newSpec has the edits every device of a kind shares: the node and the
+// lib dir. Engines apply a spec's top-level edits once per container
+// however many of its devices it gets.
 func newSpec(kind string, opt Options) *cdi.Spec {
 	perm := os.FileMode(0o666)
 	return &cdi.Spec{
@@ -150,10 +155,6 @@ func newSpec(kind string, opt Options) *cdi.Spec {
 				FileMode: &perm, Permissions: "rwm",
 			}},
 			Mounts: []*cdi.Mount{{HostPath: opt.LibDir, ContainerPath: mounts.ContainerLibDir, Options: mountOptions}},
-			Hooks: []*cdi.Hook{{
-				HookName: "createContainer", Path: opt.HookPath,
-				Args: append(append([]string{}, opt.HookArgs...), HookCommand),
-			}},
 			// Keeps the wsl-gpu-runtime wrapper, which reads the request
 			// env before the container exists, from adding the GPU a
 			// second time. The OCI hooks leave a container whose spec has
@@ -161,6 +162,20 @@ func newSpec(kind string, opt Options) *cdi.Spec {
 			// (gpuplan.Skip), and the CDI hook skips folders already there.
 			Env: []string{"WSL_GPU_DEVICES=void"},
 		},
+	}
+}
+
+// hook is a device's createContainer hook: `wsl-gpu-hook [--config FILE]
+// cdi-hook SELECTION`. The selection travels as an argument because the
+// hook cannot count on reading the container's config: in a container with
+// a user namespace of its own (podman --userns, Docker's userns-remap, pods
+// with hostUsers: false) it runs as the container's root, which the
+// runtime's bundle does not admit. Each device the container gets runs its
+// own hook; the second finds what the first mounted and adds only its own.
+func hook(opt Options, sel cdiselect.Selection) *cdi.Hook {
+	return &cdi.Hook{
+		HookName: "createContainer", Path: opt.HookPath,
+		Args: append(append([]string{}, opt.HookArgs...), HookCommand, sel.String()),
 	}
 }
 

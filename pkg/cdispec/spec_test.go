@@ -170,9 +170,10 @@ func TestEngineInjects(t *testing.T) {
 		{[]string{"nvidia.com/gpu=0"}, []string{"vendor:nvidia:0"}},
 		{[]string{"wsl-gpu-hook.dev/gpu=intel"}, []string{"vendor:intel"}},
 		{[]string{"wsl-gpu-hook.dev/gpu=0", "wsl-gpu-hook.dev/gpu=1"}, []string{"index:0", "index:1"}},
-		// Two kinds: two spec files, each adds the hook; the hook then
-		// runs twice, and must not mount twice.
+		// Two devices: each adds its own hook; the hook then runs twice,
+		// and must not mount twice.
 		{[]string{"nvidia.com/gpu=0", "wsl-gpu-hook.dev/gpu=intel"}, []string{"vendor:intel", "vendor:nvidia:0"}},
+		{[]string{"nvidia.com/gpu=all", "nvidia.com/gpu=0"}, []string{"vendor:nvidia", "vendor:nvidia:0"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.devices, "+"), func(t *testing.T) {
@@ -180,17 +181,36 @@ func TestEngineInjects(t *testing.T) {
 			if unresolved, err := cache.InjectDevices(spec, tt.devices...); err != nil {
 				t.Fatalf("inject %v: %v (unresolved %v)", tt.devices, err, unresolved)
 			}
-			req, err := cdiselect.FromEnv(spec.Process.Env)
-			if err != nil {
-				t.Fatal(err)
-			}
+			// What each hook gets: its argument, never the container's
+			// config (a hook in the container's user namespace cannot
+			// read it), naming the same selection as the variable.
 			var got []string
-			for _, s := range req.Selections {
-				got = append(got, s.String())
+			for _, h := range spec.Hooks.CreateContainer {
+				args, ok := strings.CutPrefix(strings.Join(h.Args, " "), strings.Join(opts.HookArgs, " ")+" "+HookCommand+" ")
+				if h.Path != opts.HookPath || !ok {
+					t.Fatalf("hook %+v is not `%s %s SELECTION`", h, opts.HookPath, HookCommand)
+				}
+				req, err := cdiselect.FromArgs(strings.Fields(args))
+				if err != nil || len(req.Selections) != 1 {
+					t.Fatalf("hook %+v: %+v, %v", h, req, err)
+				}
+				got = append(got, req.Selections[0].String())
 			}
 			sort.Strings(got)
 			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("selections %v, want %v (env %v)", got, tt.want, spec.Process.Env)
+				t.Errorf("hooks' selections %v, want %v (hooks %+v)", got, tt.want, spec.Hooks.CreateContainer)
+			}
+			env, err := cdiselect.FromEnv(spec.Process.Env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var vars []string
+			for _, s := range env.Selections {
+				vars = append(vars, s.String())
+			}
+			sort.Strings(vars)
+			if !reflect.DeepEqual(vars, tt.want) {
+				t.Errorf("variables' selections %v, want %v (env %v)", vars, tt.want, spec.Process.Env)
 			}
 			if d := spec.Linux.Devices; len(d) != 1 || d[0].Path != "/dev/dxg" || d[0].Major != 1 || d[0].Minor != 3 {
 				t.Errorf("devices %+v, want /dev/dxg once, numbered as the host node (1:3)", d)

@@ -52,9 +52,11 @@
 //
 // A createContainer hook that a CDI spec runs, after the engine made the
 // node and the lib dir mount, builds a [request.Request] from the CDI
-// devices' selections (pkg/cdispec) and sets [Container.Injected]:
+// device's selection (its argument, pkg/cdiselect) and sets
+// [Container.Injected]. It has no config.json to read (inside the
+// container's own user namespace it could not), so the spec is empty:
 //
-//	c := gpuplan.FromSpec(spec, gpuplan.CreateContainer, state.Pid, req)
+//	c := gpuplan.FromSpec(&oci.Spec{}, gpuplan.CreateContainer, state.Pid, req)
 //	c.Rootless, c.Injected = userns.RunningInUserNS(), true
 //	host, err := gpuhost.Probe(opts)
 //	plan, err := gpuplan.Decide(c, host)

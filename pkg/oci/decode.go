@@ -473,11 +473,11 @@ func hex4(b []byte) rune {
 }
 
 // decodeState is json.Unmarshal of a state, fast when it can be.
-func decodeState(data []byte) (specs.State, error) {
+func decodeState(data []byte) (State, error) {
 	if st, ok := fastState(data); ok {
 		return st, nil
 	}
-	var st specs.State
+	var st State
 	err := json.Unmarshal(data, &st)
 	return st, err
 }
@@ -495,12 +495,12 @@ func decodeSpec(data []byte) (*Spec, error) {
 }
 
 // fastState decodes a state, or reports ok=false.
-func fastState(data []byte) (st specs.State, ok bool) {
+func fastState(data []byte) (st State, ok bool) {
 	d := fastDecoder{b: data}
 	if d.null() {
 		return st, d.end()
 	}
-	ok = d.object([]string{"ociVersion", "id", "status", "pid", "bundle", "annotations"}, func(i int) bool {
+	ok = d.object([]string{"ociVersion", "id", "status", "pid", "bundle", "annotations", "root"}, func(i int) bool {
 		switch i {
 		case 0:
 			return d.str(&st.Version)
@@ -520,8 +520,10 @@ func fastState(data []byte) (st specs.State, ok bool) {
 			return true
 		case 4:
 			return d.str(&st.Bundle)
-		default:
+		case 5:
 			return d.stringMap(&st.Annotations)
+		default:
+			return d.str(&st.Root)
 		}
 	})
 	return st, ok && d.end()

@@ -7,8 +7,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // realConfigs are config.json files as engines write them: `runc spec`'s
@@ -88,7 +86,7 @@ var trickyDocs = []string{
 func checkSame(t *testing.T, doc string) (stateFast, specFast bool) {
 	t.Helper()
 	data := []byte(doc)
-	var wantSt specs.State
+	var wantSt State
 	errSt := json.Unmarshal(data, &wantSt)
 	gotSt, err := decodeState(data)
 	if (err == nil) != (errSt == nil) || err != nil && err.Error() != errSt.Error() || err == nil && !reflect.DeepEqual(gotSt, wantSt) {

@@ -49,8 +49,17 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("%s is %d bytes, more than the hook's limit of %d MiB: the container's annotations are too large; remove the large ones", e.What, e.Size, e.Limit>>20)
 }
 
+// State is the OCI state a runtime writes to a hook's stdin, with the
+// root filesystem crun adds to it.
+type State struct {
+	specs.State
+	// Root is crun's "root": root.path as config.json has it (absolute or
+	// relative to the bundle). runc sends none.
+	Root string `json:"root,omitempty"`
+}
+
 // ReadState decodes and checks the OCI state a runtime writes to a hook's stdin.
-func ReadState(r io.Reader) (*specs.State, error) {
+func ReadState(r io.Reader) (*State, error) {
 	data, err := io.ReadAll(io.LimitReader(r, MaxStateSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("read container state from stdin: %w", err)
@@ -166,6 +175,30 @@ func (s *Spec) RootPath(bundle string) (string, error) {
 		p = filepath.Join(bundle, p)
 	}
 	return filepath.Clean(p), nil
+}
+
+// HookRoot is the container's root filesystem as a host path, for a
+// createContainer hook that does not read config.json: a hook in the
+// container's own user namespace runs as the container's root, which the
+// runtime's bundle does not admit. crun names the root in the state; runc
+// does not, but changes into the root filesystem right before it runs the
+// createContainer hooks (libcontainer/rootfs_linux.go, prepareRootfs), so
+// the hook's working directory, cwd, is it. A working directory of / or
+// the bundle means a runtime that did neither: guessing would mount into
+// the wrong tree, so that is an error.
+func (s *State) HookRoot(cwd string) (string, error) {
+	if s.Root != "" {
+		p := s.Root
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(s.Bundle, p)
+		}
+		return filepath.Clean(p), nil
+	}
+	p := filepath.Clean(cwd)
+	if !filepath.IsAbs(cwd) || p == "/" || p == filepath.Clean(s.Bundle) {
+		return "", fmt.Errorf("cannot tell the container's root filesystem: the runtime named none in the state and ran the hook in %q, not in it: run the container with runc or crun", cwd)
+	}
+	return p, nil
 }
 
 // Env returns the value of the container environment variable name and

@@ -74,4 +74,9 @@ func injectCDI(t *testing.T, h *harness, b box, spec *specs.Spec, hookBin, cfgPa
 	if unresolved, err := cache.InjectDevices(spec, b.cdi...); err != nil {
 		t.Fatalf("inject CDI devices %q (unresolved %q): %v", b.cdi, unresolved, err)
 	}
+	if b.cdiLegacyHook {
+		old := spec.Hooks.CreateContainer[0]
+		old.Args = append([]string{}, old.Args[:len(old.Args)-1]...) // drop the selection
+		spec.Hooks.CreateContainer = []specs.Hook{old}
+	}
 }

@@ -81,6 +81,12 @@ type box struct {
 	// cdi names CDI devices to inject into config.json, as an engine does,
 	// from the specs `wsl-gpu-hook cdi generate` writes for the simulated host.
 	cdi []string
+	// cdiLegacyHook replaces the injected hooks with the one hook a spec
+	// written before #23 had: `cdi-hook` with no selection argument.
+	cdiLegacyHook bool
+	// configMode is config.json's mode (default 0644); engines write it
+	// for root alone (0600).
+	configMode os.FileMode
 	// noDevicesCgroup runs the hook in a mount namespace of its own without
 	// the cgroup v1 devices hierarchy: the cgroup files it must change are
 	// missing where it looks (runc itself refuses to start without them).
@@ -216,7 +222,11 @@ func runBox(t *testing.T, b box) *outcome {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
+	mode := b.configMode
+	if mode == 0 {
+		mode = 0o644
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, mode); err != nil {
 		t.Fatal(err)
 	}
 

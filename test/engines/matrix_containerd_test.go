@@ -21,7 +21,10 @@ type criRow struct {
 	cdi        string // CDI device name
 	handler    string // RuntimeClass handler
 	annotation string // wsl-gpu-hook/devices pod annotation
-	folders    func(e *env) []string
+	// userns gives the pod a user namespace of its own, as the kubelet
+	// does for hostUsers: false (root is host uid 4000000).
+	userns  bool
+	folders func(e *env) []string
 }
 
 var criRows = []criRow{
@@ -213,6 +216,12 @@ func criRun(t *testing.T, rt cri.RuntimeServiceClient, dir string, i int, row cr
 	if row.annotation != "" {
 		podCfg.Annotations = map[string]string{"wsl-gpu-hook/devices": row.annotation}
 	}
+	script := inside
+	if row.userns {
+		ids := []*cri.IDMapping{{HostId: 4000000, ContainerId: 0, Length: 65536}}
+		podCfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &cri.UserNamespace{Mode: cri.NamespaceMode_POD, Uids: ids, Gids: ids}
+		script = remapped + inside
+	}
 	pod, err := rt.RunPodSandbox(ctx, &cri.RunPodSandboxRequest{Config: podCfg, RuntimeHandler: row.handler})
 	if err != nil {
 		return "", fmt.Errorf("RunPodSandbox: %w", err)
@@ -230,6 +239,12 @@ func criRun(t *testing.T, rt cri.RuntimeServiceClient, dir string, i int, row cr
 	if row.cdi != "" {
 		cfg.CDIDevices = []*cri.CDIDevice{{Name: row.cdi}}
 	}
+	if row.userns {
+		// The kubelet sends the pod's namespaces with each container.
+		cfg.Linux = &cri.LinuxContainerConfig{SecurityContext: &cri.LinuxContainerSecurityContext{
+			NamespaceOptions: podCfg.Linux.SecurityContext.NamespaceOptions,
+		}}
+	}
 	c, err := rt.CreateContainer(ctx, &cri.CreateContainerRequest{PodSandboxId: pod.PodSandboxId, SandboxConfig: podCfg, Config: cfg})
 	if err != nil {
 		return "", fmt.Errorf("CreateContainer: %w", err)
@@ -239,7 +254,7 @@ func criRun(t *testing.T, rt cri.RuntimeServiceClient, dir string, i int, row cr
 		return "", fmt.Errorf("StartContainer: %w", err)
 	}
 	defer rt.StopContainer(context.Background(), &cri.StopContainerRequest{ContainerId: c.ContainerId, Timeout: 1})
-	res, err := rt.ExecSync(ctx, &cri.ExecSyncRequest{ContainerId: c.ContainerId, Cmd: []string{"sh", "-c", inside}, Timeout: 60})
+	res, err := rt.ExecSync(ctx, &cri.ExecSyncRequest{ContainerId: c.ContainerId, Cmd: []string{"sh", "-c", script}, Timeout: 60})
 	if err != nil {
 		return "", fmt.Errorf("ExecSync: %w", err)
 	}

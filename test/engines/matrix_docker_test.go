@@ -116,9 +116,14 @@ func TestMatrixDocker(t *testing.T) {
 // startDockerIn starts dockerd in w under dxgsim with its state in a
 // scratch dir (short: its sockets live there), CDI on and the wsl-gpu
 // runtime in daemon.json, and imports the test image as wslgpu-test.
-func (m *matrix) startDockerIn(t *testing.T, w world) (docker func(args ...string) (string, error), stop func()) {
+// extra are more dockerd flags.
+func (m *matrix) startDockerIn(t *testing.T, w world, extra ...string) (docker func(args ...string) (string, error), stop func()) {
 	t.Helper()
 	dir := shortTemp(t, "wgm-docker-")
+	// userns-remap's root must pass through to its data dir.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	sock := filepath.Join(dir, "docker.sock")
 	daemonJSON := filepath.Join(dir, "daemon.json")
 	// Docker 25 to 28.1 need the cdi feature for --device vendor.com/class=name
@@ -131,13 +136,13 @@ func (m *matrix) startDockerIn(t *testing.T, w world) (docker func(args ...strin
 	if err := os.WriteFile(daemonJSON, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d := m.startIn(t, w, "dockerd",
+	d := m.startIn(t, w, append([]string{"dockerd",
 		"--config-file", daemonJSON,
 		"--data-root", filepath.Join(dir, "data"),
 		"--exec-root", filepath.Join(dir, "exec"),
 		"--pidfile", filepath.Join(dir, "docker.pid"),
-		"-H", "unix://"+sock,
-		"--iptables=false", "--ip6tables=false", "--bridge=none", "--storage-driver=vfs")
+		"-H", "unix://" + sock,
+		"--iptables=false", "--ip6tables=false", "--bridge=none", "--storage-driver=vfs"}, extra...)...)
 	stop = func() { d.stop(t) }
 	docker = func(args ...string) (string, error) {
 		// /usr/bin: Debian's CLI in each world, whatever else is on PATH.

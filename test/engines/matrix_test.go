@@ -33,6 +33,9 @@ type world struct {
 	// cgroup2 shows the root only the unified cgroup hierarchy: crun
 	// refuses this host's hybrid layout (v1 controllers, hugetlb on v2).
 	cgroup2 bool
+	// setup is more shell run after the prelude, in the command's own
+	// mount namespace (user-namespace columns bind id files there).
+	setup string
 }
 
 // The worlds: this host, the Debian 13 root, that root with only the
@@ -191,7 +194,7 @@ func (m *matrix) command(t *testing.T, w world, report string, extraEnv []string
 		a = append(a, "--")
 		env[2] = "IN_ROOT=1"
 	}
-	a = append(append(a, "sh", "-c", prelude+script, "sh"), args...)
+	a = append(append(a, "sh", "-c", prelude+w.setup+script, "sh"), args...)
 	cmd := exec.Command(m.e.sim, a...)
 	path := append(append([]string{}, w.path...), m.e.bin, "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 	cmd.Env = append(append(append(os.Environ(), "PATH="+strings.Join(path, ":")), env...), extraEnv...)
