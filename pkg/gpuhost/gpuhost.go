@@ -34,6 +34,9 @@ type Options struct {
 	// is sent (dxcore.Options.CloseHandlesWithFD). The hook and the
 	// commands are; the device plugin is not.
 	ShortLived bool
+	// Resources (List only) also asks each adapter's driver version and
+	// memory sizes: two more round trips per adapter, for the DRA driver.
+	Resources bool
 }
 
 // Probe enumerates the adapters behind node and reads the driver store.

@@ -102,6 +102,13 @@ func (h *host) queryAdapterInfo(i int, typ uint32, buf []byte) uint32 {
 			return statusInvalidParameter
 		}
 		le.PutUint64(buf, driverVersion(a.VendorID))
+	case qaiGetSegmentSize:
+		if !fixed(sizeSegmentSizeInfo) {
+			return statusInvalidParameter
+		}
+		le.PutUint64(buf, a.DedicatedMemory)
+		le.PutUint64(buf[8:], 0)
+		le.PutUint64(buf[16:], sharedSystemMemory)
 	case qaiPhysicalAdapterCount:
 		if !fixed(4) {
 			return statusInvalidParameter
@@ -135,6 +142,10 @@ func (h *host) queryAdapterInfo(i int, typ uint32, buf []byte) uint32 {
 	}
 	return statusSuccess
 }
+
+// sharedSystemMemory is what a 16 GiB VM's host lends every adapter:
+// Windows offers half of its RAM as shared GPU memory.
+const sharedSystemMemory = 8 << 30
 
 // busTypePCI is INTERFACE_TYPE PCIBus, the bus_type of PCI GPUs.
 const busTypePCI = 5
