@@ -68,8 +68,10 @@ test: setup lint engines
 	$(MAKE) k8s
 	./hack/fuzz.sh 200000x
 
-## k8s: the device plugin on a real kubelet (test/k8s, a module of its own:
-## the first run builds the kubelet from k8s.io/kubernetes into the e2e cache)
+## k8s: `make image` + the Helm chart on a real v1.37.2 cluster (test/k8s, a module
+## of its own): API server, scheduler, controller manager, etcd, and nodes that each
+## run a kubelet and containerd 2.4 on a simulated WSL host. The first run builds
+## Kubernetes, etcd and helm (hack/kube/build.sh) into the e2e cache.
 k8s:
 	cd test/k8s && $(GO) vet ./... && $(GO) test -count=1 -timeout 60m ./...
 
