@@ -26,9 +26,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -38,6 +40,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/deviceplugin"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/deviceplugin/server"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/nodelabels"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/nodesetup"
 )
 
@@ -69,6 +72,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	hookDir := fs.String("hook-dir", nodesetup.DefaultHookDir, "node `dir` the hook and wsl-gpu-ctl are copied into (with --node-root)")
 	cdiDir := fs.String("cdi-dir", nodesetup.DefaultCDIDir, "node CDI spec `dir` kept current (with --node-root)")
 	setupOnly := fs.Bool("setup-only", false, "set the node up once and exit (with --node-root)")
+	labelNode := fs.Bool("node-labels", false, "label this node (NODE_NAME) with its GPUs through the API server, with the pod's service account; removed on exit")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -121,7 +125,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	opt := deviceplugin.OptionsFrom(cfg)
 	log.Info("starting", "version", version, "config", orDefaults(cfg.Path()), "device", cfg.DxgDevice, "plugin-dir", *pluginDir,
 		"cdi", opt.CDI, "replicas", opt.Replicas)
+	var onInventory func(*driverstore.Inventory)
+	if *labelNode {
+		client, err := nodelabels.InCluster(os.Getenv("NODE_NAME"))
+		if err != nil {
+			return err
+		}
+		l := &labeler{client: client, log: log}
+		onInventory = l.update
+		defer l.remove()
+	}
 	m := server.New(server.Config{
+		OnInventory: onInventory,
 		PluginDir:   *pluginDir,
 		Options:     opt,
 		Interval:    *interval,
@@ -173,6 +188,46 @@ func keepNodeSetUp(ctx context.Context, setup nodesetup.Setup, interval time.Dur
 			log.Warn("node cleanup incomplete", "err", err)
 		}
 	}
+}
+
+// labeler keeps the node's labels in step with its adapters.
+type labeler struct {
+	client  *nodelabels.Client
+	log     *slog.Logger
+	had     map[string]string
+	lastErr string
+}
+
+func (l *labeler) update(inv *driverstore.Inventory) {
+	want := nodelabels.Labels(inv)
+	if maps.Equal(want, l.had) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := l.client.Patch(ctx, want, l.had); err != nil {
+		if err.Error() != l.lastErr {
+			l.log.Warn("node labels not set; retrying every interval", "err", err)
+			l.lastErr = err.Error()
+		}
+		return
+	}
+	l.lastErr = ""
+	l.log.Info("node labels set", "node", l.client.Node, "labels", strings.Join(nodelabels.Keys(want), " "))
+	l.had = want
+}
+
+func (l *labeler) remove() {
+	if len(l.had) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.client.Remove(ctx, l.had); err != nil {
+		l.log.Warn("node labels left on the node", "err", err)
+		return
+	}
+	l.log.Info("node labels removed", "node", l.client.Node)
 }
 
 func orDefaults(p string) string {
