@@ -139,7 +139,7 @@ func (n *Node) script() string {
 	b.WriteString("for d in /run /var/lib /var/log; do mount -t tmpfs -o mode=755 tmpfs $d; done\n")
 	b.WriteString("mount -t tmpfs tmpfs $D/priv\nmkdir -p $D/priv/etc $D/priv/etc-work\n")
 	b.WriteString("mount -t overlay overlay -o lowerdir=/etc,upperdir=$D/priv/etc,workdir=$D/priv/etc-work /etc\n")
-	b.WriteString("mkdir -p /var/lib/kubelet /etc/cni/net.d\ncp $D/cni.conflist /etc/cni/net.d/10-wgk.conflist\n")
+	b.WriteString("mkdir -p /var/lib/kubelet /etc/cni/net.d\nmount -t tmpfs tmpfs /etc/cni/net.d\ncp $D/cni.conflist /etc/cni/net.d/10-wgk.conflist\n")
 	names := make([]string, 0, len(kubeletSysctls))
 	for name := range kubeletSysctls {
 		names = append(names, name)
@@ -199,7 +199,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
 [ttrpc]
   address = %[2]q
 [plugins.'io.containerd.cri.v1.images']
-  snapshotter = "native"
+  snapshotter = "overlayfs"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = %[3]q
 [plugins.'io.containerd.cri.v1.runtime']
@@ -328,7 +328,7 @@ func (n *Node) Ctr(args ...string) (string, error) {
 
 // ImportImage imports an image archive into the node's containerd.
 func (n *Node) ImportImage(archive string) error {
-	_, err := n.Ctr("images", "import", "--snapshotter", "native", archive)
+	_, err := n.Ctr("images", "import", archive)
 	return err
 }
 
