@@ -35,6 +35,10 @@
 // result). N is the adapter's index in host order, compute-only adapters
 // included (the ENUMADAPTERS3-with-compute-only order).
 //
+// --folder N=NAME makes adapter N report another driver store folder (a
+// driver update); --folder-file FILE does the same from lines N=NAME
+// re-read at every query, for an update while CMD runs.
+//
 // Misuse the real driver punishes silently is reported: an ENUMADAPTERS3
 // fill with a capacity below the adapter count, and adapter handles a
 // process still holds, with the device still open, when dxgsim stops (a

@@ -1,6 +1,8 @@
 package dxg
 
 import (
+	"os"
+	"strconv"
 	"strings"
 	"unicode/utf16"
 
@@ -16,10 +18,12 @@ type host struct {
 	// queryFail marks adapters whose every query fails as if the device
 	// had been removed.
 	queryFail map[int]bool
+	// folderFile is Config.FolderFile.
+	folderFile string
 }
 
 func newHost(cfg Config) *host {
-	h := &host{queryFail: map[int]bool{}}
+	h := &host{queryFail: map[int]bool{}, folderFile: cfg.FolderFile}
 	if !cfg.ZeroAdapters {
 		h.adapters = cfg.Profile.Adapters
 	}
@@ -166,7 +170,7 @@ func (h *host) queryRegistry(i int, buf []byte) uint32 {
 		le.PutUint32(buf[regStatus:], regStatusFail)
 		return statusSuccess
 	}
-	value := utf16.Encode([]rune(h.storePaths[i] + "\x00"))
+	value := utf16.Encode([]rune(h.storePath(i) + "\x00"))
 	need := 2 * len(value)
 	le.PutUint32(buf[regOutputSize:], uint32(need))
 	// The documented sequence allocates sizeof(info) + need, so anything
@@ -181,6 +185,23 @@ func (h *host) queryRegistry(i int, buf []byte) uint32 {
 	}
 	le.PutUint32(buf[regStatus:], regStatusSuccess)
 	return statusSuccess
+}
+
+// storePath is adapter i's driver store path, with the folder file's
+// override for i if there is one now.
+func (h *host) storePath(i int) string {
+	p := h.storePaths[i]
+	if h.folderFile == "" {
+		return p
+	}
+	data, _ := os.ReadFile(h.folderFile)
+	for _, l := range strings.Fields(string(data)) {
+		n, name, ok := strings.Cut(l, "=")
+		if ok && n == strconv.Itoa(i) && name != "" && !strings.ContainsAny(name, `/\`) {
+			return p[:strings.LastIndexAny(p, `\`)+1] + name
+		}
+	}
+	return p
 }
 
 // putUTF16 writes s as NUL-terminated UTF-16LE, truncated to fit.

@@ -27,6 +27,10 @@ type Config struct {
 	// MissingFolder lists adapter indexes whose driver store path names a
 	// folder that does not exist (another hash of the same inf).
 	MissingFolder []int
+	// FolderFile, if set, is read at every driver store path query:
+	// lines N=NAME make adapter N report folder NAME, as after a Windows
+	// driver update while the VM runs.
+	FolderFile string
 }
 
 // Validate reports every index that does not name an adapter.
