@@ -11,11 +11,13 @@ all: build
 
 ## build: the static binaries (no cgo): bin/wsl-gpu-hook (what engines run on every
 ## container start), bin/wsl-gpu-ctl (info, doctor, cdi, install) and the kubelet
-## device plugin, bin/wsl-gpu-device-plugin (a separate binary: gRPC stays out of the hook)
+## device plugin, bin/wsl-gpu-device-plugin, and the DRA driver, bin/wsl-gpu-dra-driver
+## (separate binaries: gRPC and the API client stay out of the hook)
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-hook ./cmd/wsl-gpu-hook
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-ctl ./cmd/wsl-gpu-ctl
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-device-plugin ./cmd/wsl-gpu-device-plugin
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-dra-driver ./cmd/wsl-gpu-dra-driver
 
 ## image: the device plugin's OCI image, $(BIN)/wsl-gpu-hook-image.tar, tagged $(IMAGE):
 ## the three static binaries, no shell, USER 65532 (the chart runs the plugin as
@@ -26,6 +28,7 @@ IMAGE ?= localhost/wsl-gpu-hook:$(VERSION)
 image: build
 	$(GO) run ./hack/ociimage --out $(BIN)/wsl-gpu-hook-image.tar --tag $(IMAGE) \
 		--add $(BIN)/wsl-gpu-device-plugin:/usr/bin/wsl-gpu-device-plugin:0755 \
+		--add $(BIN)/wsl-gpu-dra-driver:/usr/bin/wsl-gpu-dra-driver:0755 \
 		--add $(BIN)/wsl-gpu-ctl:/usr/bin/wsl-gpu-ctl:0755 \
 		--add $(BIN)/wsl-gpu-hook:/usr/bin/wsl-gpu-hook:0755 \
 		--entrypoint /usr/bin/wsl-gpu-device-plugin --user 65532:65532 --env PATH=/usr/bin \

@@ -65,6 +65,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	cdiDir := fs.String("cdi-dir", "/var/run/cdi", "`dir` for the claims' CDI specs (one the container runtime reads)")
 	hook := fs.String("hook", "/usr/local/bin/wsl-gpu-hook", "the hook's path on the host, which the CDI specs run")
 	interval := fs.Duration("interval", 10*time.Second, "re-list the adapters this often")
+	healthTimeout := fs.Duration("health-timeout", 30*time.Second, "how long the kubelet trusts a device health report (resent at a third of it)")
 	debug := fs.Bool("debug", false, "log at debug level")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -113,8 +114,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		List: func() (*driverstore.Inventory, error) {
 			return gpuhost.List(cfg.DxgDevice, gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir, Resources: true})
 		},
-		Spec: install.SpecOptions(devnode.Node{Path: cfg.DxgDevice}, cfg.LibDir),
-		Log:  log,
+		Spec:          install.SpecOptions(devnode.Node{Path: cfg.DxgDevice}, cfg.LibDir),
+		HealthTimeout: *healthTimeout,
+		Log:           log,
 	})
 	log.Info("starting", "version", version, "driver", dra.DriverName, "node", *nodeName, "config", cfg.Path(),
 		"device", cfg.DxgDevice, "cdi-dir", *cdiDir, "devices", len(d.Devices()))
