@@ -45,6 +45,7 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	fs.Var(&faults, "fault", "inject fault `F`, repeatable: "+faultNames)
 	fs.StringVar(&o.report, "report", "", "write a JSON summary to `FILE` on exit")
 	fs.Var(&folders, "folder", "report adapter N's driver store folder as `N=NAME`, as after a driver update, repeatable")
+	fs.StringVar(&o.cfg.RemovedFile, "removed-file", "", "re-read `FILE` (one adapter index a line) at every enumeration: those adapters are gone, as when Windows removes one while running")
 	fs.StringVar(&o.cfg.FolderFile, "folder-file", "", "re-read `FILE` (lines N=NAME, as --folder) at every driver store path query: a driver update while running")
 	fs.StringVar(&o.bindHost, "bind-host", "", "show the simulated host tree `DIR` at /usr/lib/wsl and the node at /dev/dxg, in a private mount namespace")
 	fs.Usage = func() {

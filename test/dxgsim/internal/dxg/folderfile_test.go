@@ -29,3 +29,25 @@ func TestFolderFileIsReadAtEveryQuery(t *testing.T) {
 		t.Errorf("adapter 0 changed too: %q", got)
 	}
 }
+
+// An adapter removed while the VM runs: the removed file hides it from the
+// next enumeration, and it returns when the line goes.
+func TestRemovedFileIsReadAtEveryEnumeration(t *testing.T) {
+	p, err := simhost.Lookup("nvidia-laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "removed")
+	k := &Kernel{host: newHost(Config{Profile: p, RemovedFile: file})}
+	if got := k.enumerable(true); len(got) != 2 {
+		t.Errorf("no file yet: %v, want both adapters", got)
+	}
+	os.WriteFile(file, []byte("1\n"), 0o644)
+	if got := k.enumerable(true); len(got) != 1 || got[0] != 0 {
+		t.Errorf("adapter 1 removed: %v, want [0]", got)
+	}
+	os.WriteFile(file, nil, 0o644)
+	if got := k.enumerable(true); len(got) != 2 {
+		t.Errorf("adapter 1 back: %v, want both", got)
+	}
+}

@@ -20,10 +20,12 @@ type host struct {
 	queryFail map[int]bool
 	// folderFile is Config.FolderFile.
 	folderFile string
+	// removedFile is Config.RemovedFile.
+	removedFile string
 }
 
 func newHost(cfg Config) *host {
-	h := &host{queryFail: map[int]bool{}, folderFile: cfg.FolderFile}
+	h := &host{queryFail: map[int]bool{}, folderFile: cfg.FolderFile, removedFile: cfg.RemovedFile}
 	if !cfg.ZeroAdapters {
 		h.adapters = cfg.Profile.Adapters
 	}
@@ -202,6 +204,21 @@ func (h *host) storePath(i int) string {
 		}
 	}
 	return p
+}
+
+// removed is the set of adapters the removed file hides now.
+func (h *host) removed() map[int]bool {
+	if h.removedFile == "" {
+		return nil
+	}
+	data, _ := os.ReadFile(h.removedFile)
+	out := map[int]bool{}
+	for _, l := range strings.Fields(string(data)) {
+		if n, err := strconv.Atoi(l); err == nil {
+			out[n] = true
+		}
+	}
+	return out
 }
 
 // putUTF16 writes s as NUL-terminated UTF-16LE, truncated to fit.
