@@ -64,6 +64,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	registrarDir := fs.String("registrar-dir", kubeletplugin.KubeletRegistryDir, "the kubelet's plugin registration `dir`")
 	cdiDir := fs.String("cdi-dir", "/var/run/cdi", "`dir` for the claims' CDI specs (one the container runtime reads)")
 	hook := fs.String("hook", "/usr/local/bin/wsl-gpu-hook", "the hook's path on the host, which the CDI specs run")
+	hookConfig := fs.String("hook-config", "", "configuration `file` on the host the specs' hook reads; \"\" leaves it its defaults (--config is this process's file, which may exist only in its container)")
 	interval := fs.Duration("interval", 10*time.Second, "re-list the adapters this often")
 	healthTimeout := fs.Duration("health-timeout", 30*time.Second, "how long the kubelet trusts a device health report (resent at a third of it)")
 	debug := fs.Bool("debug", false, "log at debug level")
@@ -106,7 +107,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := os.MkdirAll(*pluginDir, 0o750); err != nil {
 		return err
 	}
-	install := cdiinstall.System(*hook, cfg.Path())
+	install := cdiinstall.System(*hook, *hookConfig)
 	d := driver.New(driver.Config{
 		Pool:       *nodeName,
 		CDIDir:     *cdiDir,
