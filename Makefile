@@ -31,7 +31,7 @@ image: build
 		--add $(BIN)/wsl-gpu-dra-driver:/usr/bin/wsl-gpu-dra-driver:0755 \
 		--add $(BIN)/wsl-gpu-ctl:/usr/bin/wsl-gpu-ctl:0755 \
 		--add $(BIN)/wsl-gpu-hook:/usr/bin/wsl-gpu-hook:0755 \
-		--entrypoint /usr/bin/wsl-gpu-device-plugin --user 65532:65532 --env PATH=/usr/bin \
+		--mkdir /tmp:1777 --entrypoint /usr/bin/wsl-gpu-device-plugin --user 65532:65532 --env PATH=/usr/bin \
 		--label org.opencontainers.image.title=wsl-gpu-hook \
 		--label "org.opencontainers.image.description=WSL2 GPU device plugin, CDI generator and OCI hook" \
 		--label org.opencontainers.image.version=$(VERSION) \

@@ -35,11 +35,18 @@ type File struct {
 	Mode     fs.FileMode // 0: the source's
 }
 
+// Dir is an empty directory in the layer (a /tmp with mode 1777).
+type Dir struct {
+	Path string
+	Mode fs.FileMode
+}
+
 // Image is what goes into the archive.
 type Image struct {
 	Ref        string // NAME:TAG
 	Files      []File
 	Dir        string // a root tree, added before Files
+	Dirs       []Dir
 	Entrypoint []string
 	User       string
 	Env        []string
@@ -248,6 +255,15 @@ func (img Image) layer() ([]byte, error) {
 			default:
 				return nil, fmt.Errorf("%s: only directories, regular files and symlinks go into an image", p)
 			}
+		}
+	}
+	for _, d := range img.Dirs {
+		if err := mkdirs(d.Path); err != nil {
+			return nil, err
+		}
+		dirs[d.Path] = true
+		if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(d.Path, "/") + "/", Typeflag: tar.TypeDir, Mode: int64(d.Mode), ModTime: epoch, Format: tar.FormatPAX}); err != nil {
+			return nil, err
 		}
 	}
 	for _, f := range img.Files {

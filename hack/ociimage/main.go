@@ -6,7 +6,7 @@
 // same image digest.
 //
 //	ociimage --out FILE --tag NAME:TAG [--add SRC:DST[:MODE]]... [--dir ROOTFS]
-//	         [--entrypoint PATH,ARG...] [--user UID:GID] [--env K=V]... [--label K=V]...
+//	         [--mkdir PATH[:MODE]]... [--entrypoint PATH,ARG...] [--user UID:GID] [--env K=V]... [--label K=V]...
 //
 // `make image` uses it for the device plugin's image; the tests for their
 // pause and workload images.
@@ -15,7 +15,9 @@ package main
 import (
 	"flag"
 	"fmt"
+	iofs "io/fs"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -38,7 +40,8 @@ func run(args []string) error {
 	dir := fs.String("dir", "", "put the tree under `ROOTFS` in the layer")
 	entry := fs.String("entrypoint", "", "comma-separated entrypoint")
 	user := fs.String("user", "", "`UID:GID` the image runs as by default")
-	var adds, envs, labels listFlag
+	var adds, envs, labels, dirs listFlag
+	fs.Var(&dirs, "mkdir", "add directory `PATH[:MODE]` (octal; default 755), repeatable")
 	fs.Var(&adds, "add", "add file `SRC:DST[:MODE]` (octal mode; default the source's), repeatable")
 	fs.Var(&envs, "env", "`K=V` in the image's environment, repeatable")
 	fs.Var(&labels, "label", "`K=V` label and manifest annotation, repeatable")
@@ -58,6 +61,20 @@ func run(args []string) error {
 			return err
 		}
 		img.Files = append(img.Files, f)
+	}
+	for _, d := range dirs {
+		p, m, _ := strings.Cut(d, ":")
+		mode := uint64(0o755)
+		if m != "" {
+			var err error
+			if mode, err = strconv.ParseUint(m, 8, 32); err != nil || mode > 0o7777 {
+				return fmt.Errorf("--mkdir %q: mode is not octal permission bits", d)
+			}
+		}
+		if !strings.HasPrefix(p, "/") {
+			return fmt.Errorf("--mkdir %q: want an absolute path", d)
+		}
+		img.Dirs = append(img.Dirs, Dir{Path: p, Mode: iofs.FileMode(mode)})
 	}
 	for _, l := range labels {
 		k, v, ok := strings.Cut(l, "=")
