@@ -119,7 +119,9 @@ func TestKubeletPluginGRPC(t *testing.T) {
 	}
 	for h := health(); h[nvDev] != healthpb.HealthStatus_UNHEALTHY; h = health() {
 	}
-	waitFor(t, "the tainted slice", func() bool { return sliceDevices() == nvDev+"["+dra.ReasonGone+"] "+igDev || sliceDevices() == igDev+" "+nvDev+"["+dra.ReasonGone+"]" })
+	waitFor(t, "the tainted slice", func() bool {
+		return sliceDevices() == nvDev+"["+dra.ReasonGone+"] "+igDev || sliceDevices() == igDev+" "+nvDev+"["+dra.ReasonGone+"]"
+	})
 	t.Logf("slice tainted %v after the refresh that saw the removal", time.Since(start).Round(time.Millisecond))
 
 	unprep, err := node.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: []*drapb.Claim{ref}})
