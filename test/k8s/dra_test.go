@@ -313,7 +313,8 @@ spec:
 		c.MustKubectl("-n", ns, "delete", "pod", old)
 		c.WaitFor(2*time.Minute, "the driver pod back on the laptop", func() bool {
 			p := x.pluginPod("laptop")
-			return p != "" && p != old && x.field(p, `{.status.conditions[?(@.type=="Ready")].status}`) == "True"
+			ready, _ := c.Kubectl("-n", ns, "get", "pod", p, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+			return p != "" && p != old && !strings.Contains(p, " ") && ready == "True"
 		})
 		if got := x.field("exclusive", "{.status.containerStatuses[0].containerID}"); got != before || x.field("exclusive", "{.status.phase}") != "Running" {
 			t.Errorf("exclusive after the driver restart: %s %s, want Running %s", x.field("exclusive", "{.status.phase}"), got, before)
@@ -395,6 +396,16 @@ spec:
 		draTimes = append(draTimes, x.timeToRunning(name, pod(name, "nvidia.com/gpu", 1)))
 		x.deletePods(name)
 	}
+	t.Logf("apply to checks printed, DRA (claim template, nvidia.com/gpu mapping): median %v of %v", median(draTimes).Round(time.Millisecond), draTimes)
+	// The device plugin's specs (the chart's node setup, from the k8s
+	// branch) run the hook with --config /etc/wsl-gpu-hook/config.toml,
+	// the ConfigMap's path inside the plugin's container, which the node
+	// does not have: until that is fixed, give the node an empty config
+	// there (defaults) so the plugin's path can be timed. The DRA driver's
+	// specs pass no --config.
+	if out, err := laptop.Exec("sh", "-c", "mkdir -p /etc/wsl-gpu-hook && : >> /etc/wsl-gpu-hook/config.toml"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
 	if out, err := c.Helm("upgrade", "wsl-gpu-hook", chart, "-n", ns, "--reuse-values", "--set", "dra.enabled=false", "--wait", "--timeout", "3m"); err != nil {
 		t.Fatalf("helm upgrade to the device plugin: %v\n%s", err, out)
 	}
@@ -408,6 +419,5 @@ spec:
 		}
 		x.deletePods(name)
 	}
-	t.Logf("apply to checks printed: DRA median %v %v; device plugin median %v %v",
-		median(draTimes).Round(time.Millisecond), draTimes, median(dpTimes).Round(time.Millisecond), dpTimes)
+	t.Logf("apply to checks printed, device plugin: median %v of %v", median(dpTimes).Round(time.Millisecond), dpTimes)
 }
