@@ -5,17 +5,40 @@ BIN     := bin
 LDFLAGS := -s -w -X main.version=$(VERSION)
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build tools setup demo test unit e2e lint bench bench-start fuzz clean deb deb-test engines k8s
+.PHONY: all build tools setup demo test unit e2e lint bench bench-start fuzz clean deb deb-test engines k8s image
 
 all: build
 
 ## build: the static binaries (no cgo): bin/wsl-gpu-hook (what engines run on every
 ## container start), bin/wsl-gpu-ctl (info, doctor, cdi, install) and the kubelet
-## device plugin, bin/wsl-gpu-device-plugin (a separate binary: gRPC stays out of the hook)
+## device plugin, bin/wsl-gpu-device-plugin, and the DRA driver, bin/wsl-gpu-dra-driver
+## (separate binaries: gRPC and the API client stay out of the hook)
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-hook ./cmd/wsl-gpu-hook
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-ctl ./cmd/wsl-gpu-ctl
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-device-plugin ./cmd/wsl-gpu-device-plugin
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-dra-driver ./cmd/wsl-gpu-dra-driver
+
+## image: the device plugin's OCI image, $(BIN)/wsl-gpu-hook-image.tar, tagged $(IMAGE):
+## the three static binaries, no shell, USER 65532 (the chart runs the plugin as
+## root: the kubelet's plugin dir is root's). No registry, no network, no daemon
+## (hack/ociimage); `ctr -n k8s.io images import`, `podman load`, `docker load`
+## and `kind load image-archive` take the archive.
+IMAGE ?= localhost/wsl-gpu-hook:$(VERSION)
+image: build
+	$(GO) run ./hack/ociimage --out $(BIN)/wsl-gpu-hook-image.tar --tag $(IMAGE) \
+		--add $(BIN)/wsl-gpu-device-plugin:/usr/bin/wsl-gpu-device-plugin:0755 \
+		--add $(BIN)/wsl-gpu-dra-driver:/usr/bin/wsl-gpu-dra-driver:0755 \
+		--add $(BIN)/wsl-gpu-ctl:/usr/bin/wsl-gpu-ctl:0755 \
+		--add $(BIN)/wsl-gpu-hook:/usr/bin/wsl-gpu-hook:0755 \
+		--mkdir /tmp:1777 --entrypoint /usr/bin/wsl-gpu-device-plugin --user 65532:65532 --env PATH=/usr/bin \
+		--label org.opencontainers.image.title=wsl-gpu-hook \
+		--label "org.opencontainers.image.description=WSL2 GPU device plugin, CDI generator and OCI hook" \
+		--label org.opencontainers.image.version=$(VERSION) \
+		--label org.opencontainers.image.revision=$$(git rev-parse HEAD 2>/dev/null || echo unknown) \
+		--label org.opencontainers.image.source=https://github.com/wsl-gpu-hook/wsl-gpu-hook \
+		--label org.opencontainers.image.licenses=Apache-2.0
+	@echo "image: $(BIN)/wsl-gpu-hook-image.tar ($(IMAGE))"
 
 ## tools: the test-only simulator and fixture generator (never shipped)
 tools:
@@ -45,13 +68,18 @@ engines: setup
 ## the privileged ones included (test/privileged: they mount, mknod, load BPF)
 test: export WSL_GPU_HOOK_PRIVILEGED := 1
 test: setup lint engines
+	@# Kubernetes builds while the other tests run (they wait on I/O and
+	@# containers half the time); make k8s's call waits on its lock.
+	mkdir -p $(BIN) && { nice -n 5 ./hack/kube/build.sh kube cni >/dev/null 2>$(BIN)/kube-build.log & }
 	$(GO) test -count=1 -timeout 40m ./...
 	for m in $(TESTMODS); do (cd $$m && $(GO) test -count=1 -timeout 40m ./...) || exit 1; done
 	$(MAKE) k8s
 	./hack/fuzz.sh 200000x
 
-## k8s: the device plugin on a real kubelet (test/k8s, a module of its own:
-## the first run builds the kubelet from k8s.io/kubernetes into the e2e cache)
+## k8s: `make image` + the Helm chart on a real v1.37.2 cluster (test/k8s, a module
+## of its own): API server, scheduler, controller manager, etcd, and nodes that each
+## run a kubelet and containerd 2.4 on a simulated WSL host. The first run builds
+## Kubernetes, etcd and helm (hack/kube/build.sh) into the e2e cache.
 k8s:
 	cd test/k8s && $(GO) vet ./... && $(GO) test -count=1 -timeout 60m ./...
 

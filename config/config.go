@@ -102,8 +102,11 @@ type DevicePlugin struct {
 	AMDResource    string `toml:"amd_resource"`
 	IntelResource  string `toml:"intel_resource"`
 	OtherResource  string `toml:"other_resource"`
-	Replicas       int    `toml:"replicas"`
-	CDI            bool   `toml:"cdi"`
+	// NPUResource is for compute-only accelerators that are not GPUs
+	// (NPUs), whatever their vendor.
+	NPUResource string `toml:"npu_resource"`
+	Replicas    int    `toml:"replicas"`
+	CDI         bool   `toml:"cdi"`
 }
 
 // Default returns the built-in configuration, the one a real WSL host needs.
@@ -124,7 +127,7 @@ func Default() Config {
 		ProbeCache:        "/run/wsl-gpu-hook",
 		DevicePlugin: DevicePlugin{
 			NVIDIAResource: "nvidia.com/gpu", AMDResource: "amd.com/gpu",
-			IntelResource: "gpu.intel.com/dxg", OtherResource: "wsl-gpu-hook.dev/dxg",
+			IntelResource: "gpu.intel.com/dxg", OtherResource: "wsl-gpu-hook.dev/dxg", NPUResource: "wsl-gpu-hook.dev/npu",
 			Replicas: 1, CDI: true,
 		},
 	}
@@ -298,7 +301,7 @@ func (c Config) Validate() error {
 	dp := c.DevicePlugin
 	for _, r := range []struct{ key, val string }{
 		{"nvidia_resource", dp.NVIDIAResource}, {"amd_resource", dp.AMDResource},
-		{"intel_resource", dp.IntelResource}, {"other_resource", dp.OtherResource},
+		{"intel_resource", dp.IntelResource}, {"other_resource", dp.OtherResource}, {"npu_resource", dp.NPUResource},
 	} {
 		if r.val != "" && !isResourceName(r.val) {
 			bad("device_plugin."+r.key, "%q is not an extended resource name (domain/name, e.g. nvidia.com/gpu), or \"\" to advertise none", r.val)

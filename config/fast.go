@@ -86,6 +86,8 @@ func (c *Config) set(table bool, name string, v *unstable.Node) (uint32, bool) {
 			return 1 << 22, str(&dp.IntelResource, v)
 		case "other_resource":
 			return 1 << 23, str(&dp.OtherResource, v)
+		case "npu_resource":
+			return 1 << 26, str(&dp.NPUResource, v)
 		case "replicas":
 			return 1 << 24, integer(&dp.Replicas, v)
 		case "cdi":

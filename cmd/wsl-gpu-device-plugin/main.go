@@ -7,6 +7,14 @@
 // which runs on every container start, never links gRPC.
 //
 //	wsl-gpu-device-plugin [--config FILE] [--plugin-dir DIR] [--interval D] [--feature-file FILE]
+//	                      [--node-root DIR [--hook-dir DIR] [--cdi-dir DIR] [--setup-only]]
+//
+// With --node-root (the node's / as mounted in the plugin's container, as
+// the Helm chart does) it also sets the node up: copies the hook and
+// wsl-gpu-ctl from the image into --hook-dir, keeps the CDI specs in
+// --cdi-dir current every interval, and removes both (and the dirs it
+// made) when it stops; --setup-only does the setup once and exits (the
+// chart's init container).
 //
 // The decisions live in package deviceplugin; `wsl-gpu-hook info --k8s`
 // prints them without running anything.
@@ -18,8 +26,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,6 +41,8 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/deviceplugin"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/deviceplugin/server"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/nodelabels"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/nodesetup"
 )
 
 // version is set by the Makefile at link time.
@@ -57,6 +70,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	debug := fs.Bool("debug", false, "log at debug level")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	metricsAddr := fs.String("metrics-listen", "", "serve GPU metrics for Prometheus at `ADDR`/metrics (e.g. :9835); \"\" serves none")
+	nodeRoot := fs.String("node-root", "", "the node's / as mounted here: set the node up (hook copy, CDI specs) and undo it on exit")
+	hookDir := fs.String("hook-dir", nodesetup.DefaultHookDir, "node `dir` the hook and wsl-gpu-ctl are copied into (with --node-root)")
+	cdiDir := fs.String("cdi-dir", nodesetup.DefaultCDIDir, "node CDI spec `dir` kept current (with --node-root)")
+	setupOnly := fs.Bool("setup-only", false, "set the node up once and exit (with --node-root)")
+	labelNode := fs.Bool("node-labels", false, "label this node (NODE_NAME) with its GPUs through the API server, with the pod's service account; removed on exit")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -80,11 +98,48 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if *nodeRoot != "" {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		dir := filepath.Dir(self)
+		setup := nodesetup.Setup{Root: *nodeRoot, HookDir: *hookDir, CDIDir: *cdiDir,
+			Binaries: []string{filepath.Join(dir, "wsl-gpu-hook"), filepath.Join(dir, "wsl-gpu-ctl")}}
+		if *setupOnly {
+			changed, err := setup.Apply()
+			for _, c := range changed {
+				log.Info("node setup: " + c)
+			}
+			if err != nil {
+				// A node with no usable GPU still runs the plugin, which
+				// then advertises nothing and says why; the main
+				// container retries the setup every interval.
+				log.Warn("node setup incomplete; the plugin retries it", "err", err)
+			}
+			return nil
+		}
+		stopSetup := keepNodeSetUp(ctx, setup, *interval, log)
+		defer stopSetup()
+	} else if *setupOnly {
+		return fmt.Errorf("--setup-only needs --node-root")
+	}
 	opt := deviceplugin.OptionsFrom(cfg)
 	log.Info("starting", "version", version, "config", orDefaults(cfg.Path()), "device", cfg.DxgDevice, "plugin-dir", *pluginDir,
 		"cdi", opt.CDI, "replicas", opt.Replicas)
 	health := &gpustats.HealthCheck{Device: cfg.DxgDevice, Timeout: 5 * time.Second}
+	var onInventory func(*driverstore.Inventory)
+	if *labelNode {
+		client, err := nodelabels.InCluster(os.Getenv("NODE_NAME"))
+		if err != nil {
+			return err
+		}
+		l := &labeler{client: client, log: log}
+		onInventory = l.update
+		defer l.remove()
+	}
 	m := server.New(server.Config{
+		OnInventory: onInventory,
 		PluginDir:   *pluginDir,
 		Options:     opt,
 		Interval:    *interval,
@@ -109,6 +164,87 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		defer stopMetrics()
 	}
 	return m.Run(ctx)
+}
+
+// keepNodeSetUp applies setup now and every interval until ctx ends (a
+// driver update or a new adapter changes the specs), logging each change
+// and each new failure once; the returned func waits for it and then
+// removes what setup put on the node.
+func keepNodeSetUp(ctx context.Context, setup nodesetup.Setup, interval time.Duration, log *slog.Logger) func() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lastErr := ""
+		for {
+			changed, err := setup.Apply()
+			for _, c := range changed {
+				log.Info("node setup: " + c)
+			}
+			switch {
+			case err != nil && err.Error() != lastErr:
+				log.Warn("node setup failed; retrying every interval", "err", err)
+				lastErr = err.Error()
+			case err == nil && lastErr != "":
+				log.Info("node setup works again")
+				lastErr = ""
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(interval):
+			}
+		}
+	}()
+	return func() {
+		<-done
+		removed, err := setup.Remove()
+		for _, r := range removed {
+			log.Info("node cleanup: " + r)
+		}
+		if err != nil {
+			log.Warn("node cleanup incomplete", "err", err)
+		}
+	}
+}
+
+// labeler keeps the node's labels in step with its adapters.
+type labeler struct {
+	client  *nodelabels.Client
+	log     *slog.Logger
+	had     map[string]string
+	lastErr string
+}
+
+func (l *labeler) update(inv *driverstore.Inventory) {
+	want := nodelabels.Labels(inv)
+	if maps.Equal(want, l.had) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := l.client.Patch(ctx, want, l.had); err != nil {
+		if err.Error() != l.lastErr {
+			l.log.Warn("node labels not set; retrying every interval", "err", err)
+			l.lastErr = err.Error()
+		}
+		return
+	}
+	l.lastErr = ""
+	l.log.Info("node labels set", "node", l.client.Node, "labels", strings.Join(nodelabels.Keys(want), " "))
+	l.had = want
+}
+
+func (l *labeler) remove() {
+	if len(l.had) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.client.Remove(ctx, l.had); err != nil {
+		l.log.Warn("node labels left on the node", "err", err)
+		return
+	}
+	l.log.Info("node labels removed", "node", l.client.Node)
 }
 
 func orDefaults(p string) string {

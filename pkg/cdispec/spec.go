@@ -77,17 +77,7 @@ func Generate(inv *driverstore.Inventory, opt Options) ([]*cdi.Spec, error) {
 
 	own := newSpec(Kind, opt)
 	add := func(s *cdi.Spec, name string, sel cdiselect.Selection) {
-		d := cdi.Device{
-			Name: name,
-			ContainerEdits: cdi.ContainerEdits{
-				// The variable tells the container what it got; the hook
-				// reads its argument, never the container's config.
-				Env:   []string{cdiselect.EnvName(s.Kind, name) + "=" + sel.String()},
-				Hooks: []*cdi.Hook{hook(opt, sel)},
-			},
-		}
-		withStack(&d.ContainerEdits, inv, sel, opt.Stack)
-		s.Devices = append(s.Devices, d)
+		s.Devices = append(s.Devices, device(s.Kind, name, sel, inv, opt))
 	}
 	add(own, "all", cdiselect.Selection{All: true, Index: -1})
 	seen := map[driverstore.Vendor]bool{}
@@ -163,6 +153,21 @@ func newSpec(kind string, opt Options) *cdi.Spec {
 			Env: []string{"WSL_GPU_DEVICES=void"},
 		},
 	}
+}
+
+// device is one device of kind: the variable that tells the container what
+// it got, the hook that mounts it (which reads its argument, never the
+// container's config) and its vendor stack's edits.
+func device(kind, name string, sel cdiselect.Selection, inv *driverstore.Inventory, opt Options) cdi.Device {
+	d := cdi.Device{
+		Name: name,
+		ContainerEdits: cdi.ContainerEdits{
+			Env:   []string{cdiselect.EnvName(kind, name) + "=" + sel.String()},
+			Hooks: []*cdi.Hook{hook(opt, sel)},
+		},
+	}
+	withStack(&d.ContainerEdits, inv, sel, opt.Stack)
+	return d
 }
 
 // hook is a device's createContainer hook: `wsl-gpu-hook [--config FILE]

@@ -17,11 +17,12 @@ func OptionsFrom(cfg config.Config) Options {
 			driverstore.Intel:   dp.IntelResource,
 			driverstore.Unknown: dp.OtherResource,
 		},
-		Replicas:   dp.Replicas,
-		CDI:        dp.CDI,
-		DxgDevice:  cfg.DxgDevice,
-		LibDir:     cfg.LibDir,
-		DriversDir: cfg.DriversDir,
+		NPUResource: dp.NPUResource,
+		Replicas:    dp.Replicas,
+		CDI:         dp.CDI,
+		DxgDevice:   cfg.DxgDevice,
+		LibDir:      cfg.LibDir,
+		DriversDir:  cfg.DriversDir,
 	}
 	if len(cfg.RequestEnv) > 0 {
 		o.RequestEnv = cfg.RequestEnv[0]

@@ -15,6 +15,9 @@ const (
 	ResourceAMD    = "amd.com/gpu"
 	ResourceIntel  = "gpu.intel.com/dxg" // Intel's own plugin's -wsl mode
 	ResourceOther  = "wsl-gpu-hook.dev/dxg"
+	// ResourceNPU is where compute-only accelerators that are not GPUs
+	// go (see IsNPU): never under a GPU resource.
+	ResourceNPU = "wsl-gpu-hook.dev/npu"
 )
 
 // Options says how adapters become resources and what Allocate answers.
@@ -23,6 +26,9 @@ type Options struct {
 	// missing or mapped to "" is not advertised. Microsoft and Unknown
 	// adapters use the Unknown entry.
 	Resources map[driverstore.Vendor]string
+	// NPUResource is the resource NPUs (IsNPU) are advertised under, of
+	// whatever vendor; "" advertises none.
+	NPUResource string
 	// Replicas is how many devices each adapter is advertised as (>= 1).
 	Replicas int
 	// CDI puts CDI device names in Allocate answers.
@@ -43,8 +49,20 @@ func DefaultResources() map[driverstore.Vendor]string {
 	}
 }
 
-// resourceOf returns the resource adapter vendor v is advertised under.
-func (o Options) resourceOf(v driverstore.Vendor) string {
+// IsNPU reports an adapter that is a compute-only accelerator rather than a
+// GPU: compute-only (MCDM) and not NVIDIA's or AMD's, such as Intel's AI
+// Boost NPU (kipudrv). NVIDIA and AMD compute-only adapters are datacenter
+// GPUs in compute mode: CUDA and ROCm run on them, so they stay GPUs.
+func IsNPU(a driverstore.Adapter) bool {
+	return a.Type.ComputeOnly() && a.Vendor != driverstore.NVIDIA && a.Vendor != driverstore.AMD
+}
+
+// resourceOf returns the resource adapter a is advertised under.
+func (o Options) resourceOf(a driverstore.Adapter) string {
+	if IsNPU(a) {
+		return o.NPUResource
+	}
+	v := a.Vendor
 	if v == driverstore.Microsoft {
 		v = driverstore.Unknown
 	}
@@ -106,7 +124,7 @@ func Build(inv *driverstore.Inventory, listErr error, prev *Plan, opt Options) *
 		for i, a := range inv.Adapters {
 			vi := vendorCount[a.Vendor]
 			vendorCount[a.Vendor]++
-			res := opt.resourceOf(a.Vendor)
+			res := opt.resourceOf(a)
 			if res == "" || a.Type.Software() {
 				continue
 			}

@@ -41,7 +41,7 @@ func (h *host) inventory(t *testing.T) *driverstore.Inventory {
 }
 
 func (h *host) opts() Options {
-	return Options{Resources: DefaultResources(), Replicas: 1, CDI: true, DxgDevice: "/sim/dxg", LibDir: h.lib, DriversDir: h.drivers, RequestEnv: "WSL_GPU_DEVICES"}
+	return Options{Resources: DefaultResources(), NPUResource: ResourceNPU, Replicas: 1, CDI: true, DxgDevice: "/sim/dxg", LibDir: h.lib, DriversDir: h.drivers, RequestEnv: "WSL_GPU_DEVICES"}
 }
 
 // summary is a plan as the kubelet sees it: resource, ID, health.
@@ -70,9 +70,12 @@ func TestBuildAdvertisesOneDevicePerAdapter(t *testing.T) {
 	}{
 		{"nvidia-laptop", nil, []string{laptopIntel + " healthy", laptopNVIDIA + " healthy"}},
 		{"amd-desktop", nil, []string{"amd.com/gpu amd-1002-744c-0e3b1002-u0398975.inf_amd64-0 healthy"}},
-		// The NPU's folder is named in upper case by the host: the ID is lower case.
+		// The NPU is not a GPU: its own resource, never gpu.intel.com/dxg.
+		// Its folder is named in upper case by the host: the ID is lower case.
 		{"intel-npu", nil, []string{
-			"gpu.intel.com/dxg intel-8086-7d1d-0c111028-kipudrv.inf_amd64-0 healthy",
+			"gpu.intel.com/dxg intel-8086-7d55-0c111028-6_lenovo_iigd_dch.inf_amd64-0 healthy",
+			"wsl-gpu-hook.dev/npu intel-8086-7d1d-0c111028-kipudrv.inf_amd64-0 healthy"}},
+		{"intel-npu", func(o *Options) { o.NPUResource = "" }, []string{
 			"gpu.intel.com/dxg intel-8086-7d55-0c111028-6_lenovo_iigd_dch.inf_amd64-0 healthy"}},
 		{"no-gpu", nil, nil},
 		{"nvidia-laptop", func(o *Options) { o.Resources[driverstore.Intel] = "" }, []string{laptopNVIDIA + " healthy"}},

@@ -75,13 +75,16 @@ const (
 
 // KMTQUERYADAPTERINFOTYPE values the enumeration uses.
 const (
+	qaiGetSegmentSize         = 3
 	qaiDriverVersion          = 13
+	qaiUMDDriverVersion       = 18
 	qaiAdapterType            = 15
 	qaiPhysicalAdapterDevIDs  = 31
 	qaiQueryRegistry          = 48
 	qaiAdapterTypeRender      = 57
 	qaiDriverDescription      = 65
 	sizeofDeviceIDs           = 28   // D3DKMT_QUERY_DEVICE_IDS
+	sizeofSegmentSizeInfo     = 24   // D3DKMT_SEGMENTSIZEINFO: three u64
 	sizeofDriverDescription   = 8192 // WCHAR[4096]
 	maxPrivateDataSize        = 128 << 10
 	offDeviceIDsPhysicalIndex = 0
@@ -260,4 +263,14 @@ func decodeUTF16(b []byte) string {
 		units = append(units, u)
 	}
 	return string(utf16.Decode(units))
+}
+
+// decodeSegmentSizes reads D3DKMT_SEGMENTSIZEINFO: dedicated video,
+// dedicated system and shared system memory, in bytes.
+func decodeSegmentSizes(b []byte) Memory {
+	return Memory{
+		DedicatedVideo:  binary.LittleEndian.Uint64(b[0:]),
+		DedicatedSystem: binary.LittleEndian.Uint64(b[8:]),
+		SharedSystem:    binary.LittleEndian.Uint64(b[16:]),
+	}
 }

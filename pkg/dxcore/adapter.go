@@ -103,6 +103,30 @@ type Adapter struct {
 	// DriverStorePath is the Windows path of the adapter's driver store
 	// folder exactly as the host returned it; driverstore maps it to Linux.
 	DriverStorePath string
+	// DriverVersion and Memory are asked only with Options.Resources;
+	// 0 when not asked or the host did not answer.
+	DriverVersion DriverVersion
+	Memory        Memory
+}
+
+// DriverVersion is a Windows driver version, four 16-bit fields packed
+// high to low as UMD_DRIVER_VERSION returns it (LARGE_INTEGER).
+type DriverVersion uint64
+
+// String prints it as Windows' Device Manager does: "32.0.15.6094"; ""
+// for 0 (unknown).
+func (v DriverVersion) String() string {
+	if v == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d.%d.%d.%d", uint16(v>>48), uint16(v>>32), uint16(v>>16), uint16(v))
+}
+
+// Memory is D3DKMT_SEGMENTSIZEINFO, in bytes: what the adapter owns
+// (DedicatedVideo, the VRAM of a discrete GPU, a small carve-out on an
+// iGPU) and the system memory it may use.
+type Memory struct {
+	DedicatedVideo, DedicatedSystem, SharedSystem uint64
 }
 
 // AdapterError reports an adapter that was enumerated but could not be

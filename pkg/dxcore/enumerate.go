@@ -1,6 +1,7 @@
 package dxcore
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -70,6 +71,12 @@ type Options struct {
 	// LUIDs, which the host assigns anew when an adapter starts) asks
 	// nothing.
 	Known func(luids []LUID) bool
+	// Resources adds what a scheduler compares adapters by: the user-mode
+	// driver version (UMD_DRIVER_VERSION) and the memory segment sizes
+	// (GETSEGMENTSIZE), two more round trips per adapter. Neither is
+	// required: a host that does not answer leaves them 0. The DRA driver
+	// publishes them; nothing on a container start asks.
+	Resources bool
 }
 
 // enumerate lists and queries the adapters with every detail.
@@ -257,6 +264,16 @@ func queryAdapter(d adapterIoctls, h uint32, opt Options) (Adapter, error) {
 		desc := make([]byte, sizeofDriverDescription)
 		if d.queryAdapterInfo(h, qaiDriverDescription, desc) == nil {
 			a.Description = decodeUTF16(desc)
+		}
+	}
+	if opt.Resources {
+		v := make([]byte, 8)
+		if d.queryAdapterInfo(h, qaiUMDDriverVersion, v) == nil {
+			a.DriverVersion = DriverVersion(binary.LittleEndian.Uint64(v))
+		}
+		seg := make([]byte, sizeofSegmentSizeInfo)
+		if d.queryAdapterInfo(h, qaiGetSegmentSize, seg) == nil {
+			a.Memory = decodeSegmentSizes(seg)
 		}
 	}
 	return a, nil

@@ -220,6 +220,21 @@ func profileAdapter(a simhost.Adapter, override map[uint32]func([]byte) error) f
 			return nil
 		},
 		qaiQueryRegistry: hostRegistry(a.DriverStorePath),
+		qaiUMDDriverVersion: func(b []byte) error {
+			if len(b) != 8 {
+				return unix.EINVAL
+			}
+			binary.LittleEndian.PutUint64(b, 32<<48|15<<16|6094)
+			return nil
+		},
+		qaiGetSegmentSize: func(b []byte) error {
+			if len(b) != sizeofSegmentSizeInfo {
+				return unix.EINVAL
+			}
+			binary.LittleEndian.PutUint64(b, a.DedicatedMemory)
+			binary.LittleEndian.PutUint64(b[16:], 8<<30)
+			return nil
+		},
 		qaiDriverDescription: func(b []byte) error {
 			copy(b, append(utf16le(a.Description), 0, 0))
 			return nil
@@ -749,5 +764,43 @@ func TestEnumerateKnown(t *testing.T) {
 				t.Errorf("QUERYREGISTRY sent %d times, want %d", k.queries[qaiQueryRegistry], len(adapters))
 			}
 		})
+	}
+}
+
+// Resources asks the driver version and the memory sizes; a host that
+// answers neither keeps the adapter, with both left 0.
+func TestEnumerateResources(t *testing.T) {
+	gpu := mustProfile(t, "nvidia-laptop")[1]
+	tests := []struct {
+		name     string
+		override map[uint32]func([]byte) error
+		want     func(Adapter) Adapter
+	}{
+		{"answered", nil, func(a Adapter) Adapter {
+			a.DriverVersion = 32<<48 | 15<<16 | 6094
+			a.Memory = Memory{DedicatedVideo: 6 << 30, SharedSystem: 8 << 30}
+			return a
+		}},
+		{"not answered", map[uint32]func([]byte) error{qaiUMDDriverVersion: nil, qaiGetSegmentSize: nil},
+			func(a Adapter) Adapter { return a }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := newFakeKernel(t, profileAdapter(gpu, tt.override))
+			e, err := enumerateWith(k, Options{Details: true, Resources: true})
+			k.checkClosed()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := tt.want(wantAdapter(0, gpu)); len(e.Adapters) != 1 || e.Adapters[0] != want {
+				t.Errorf("adapters = %+v, want %+v", e.Adapters, want)
+			}
+		})
+	}
+	if got := DriverVersion(32<<48 | 15<<16 | 6094).String(); got != "32.0.15.6094" {
+		t.Errorf("DriverVersion.String() = %q", got)
+	}
+	if got := DriverVersion(0).String(); got != "" {
+		t.Errorf("DriverVersion(0).String() = %q, want empty", got)
 	}
 }

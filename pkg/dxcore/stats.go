@@ -67,7 +67,7 @@ func newSession(d statsIoctls, closeFn func() error) (*Session, error) {
 		sa := StatsAdapter{Adapter: a}
 		v := make([]byte, sizeofUMDDriverVersion)
 		if d.queryAdapterInfo(info.handle, qaiUMDDriverVersion, v) == nil {
-			sa.DriverVersion = formatDriverVersion(le64(v))
+			sa.DriverVersion = DriverVersion(le64(v)).String()
 		}
 		s.adapters = append(s.adapters, sa)
 		s.handles[info.luid] = info.handle
@@ -85,15 +85,6 @@ func (s *Session) Close() error {
 		return s.close()
 	}
 	return nil
-}
-
-// formatDriverVersion prints a packed file version as Windows does:
-// four 16-bit fields, e.g. 32.0.15.6094.
-func formatDriverVersion(v uint64) string {
-	if v == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%d.%d.%d.%d", v>>48, v>>32&0xffff, v>>16&0xffff, v&0xffff)
 }
 
 func (s *Session) stats(typ uint32, luid LUID, pid uint64, query uint32) ([]byte, error) {

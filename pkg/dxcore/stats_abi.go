@@ -20,7 +20,6 @@ const (
 	sizeofNodeMetadata       = 0x4e  // D3DKMT_NODEMETADATA, #pragma pack(1)
 	nodeMetadataNameUnits    = 32    // DXGK_MAX_METADATA_NAME_LENGTH
 	qaiNodeMetadata          = 25    // KMTQAITYPE_NODEMETADATA
-	qaiUMDDriverVersion      = 18    // KMTQAITYPE_UMD_DRIVER_VERSION
 	sizeofUMDDriverVersion   = 8     // D3DKMT_UMD_DRIVER_VERSION (LARGE_INTEGER)
 	offStatsType             = 0
 	offStatsLUID             = 4

@@ -43,6 +43,9 @@ type Options struct {
 	// Cached, when set, hears whether the cache answered and, if not,
 	// why (nil when there was no cache to use), for the log.
 	Cached func(hit bool, miss error)
+	// Resources (List only) also asks each adapter's driver version and
+	// memory sizes: two more round trips per adapter, for the DRA driver.
+	Resources bool
 }
 
 // Probe enumerates the adapters behind node and reads the driver store.

@@ -48,6 +48,12 @@
 // percentages and bytes the model sets. Per-process figures go to the
 // process whose command name the model names (simhost.WorkerComm).
 //
+// --folder N=NAME makes adapter N report another driver store folder (a
+// driver update); --folder-file FILE does the same from lines N=NAME
+// re-read at every query, for an update while CMD runs. --removed-file
+// FILE hides the adapters whose indexes it lists (one a line) from every
+// enumeration while they are listed: an adapter removed while CMD runs.
+//
 // Misuse the real driver punishes silently is reported: an ENUMADAPTERS3
 // fill with a capacity below the adapter count, and adapter handles a
 // process still holds, with the device still open, when dxgsim stops (a

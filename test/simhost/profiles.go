@@ -52,6 +52,9 @@ type Adapter struct {
 	WDDMVersion       uint32 // DRIVERVERSION answer: 3000 = WDDM 3.0
 	Flags             uint32 // ADAPTERTYPE answer
 	Description       string // DRIVER_DESCRIPTION answer
+	// DedicatedMemory is GETSEGMENTSIZE's dedicated video memory in
+	// bytes: a discrete GPU's VRAM, an iGPU's small carve-out.
+	DedicatedMemory uint64
 	// DriverStorePath is the Windows path QUERYREGISTRY(DRIVERSTOREPATH)
 	// returns; real hosts use several spellings, so profiles vary it.
 	DriverStorePath string
@@ -95,7 +98,7 @@ var profiles = []Profile{
 				LUIDLow: 0x1a1d77, VendorID: VendorIntel, DeviceID: 0x9a49,
 				SubVendorID: 0x17aa, SubSystemID: 0x22d8, RevisionID: 0x01,
 				WDDMVersion: 3000, Flags: FlagRender | FlagHybridIntegrate | FlagParavirtualized,
-				Description:     "Intel(R) Iris(R) Xe Graphics",
+				Description: "Intel(R) Iris(R) Xe Graphics", DedicatedMemory: 128 << 20,
 				DriverStorePath: storePrefix + "iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea",
 				Folder:          "iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea", Kind: FolderIntel,
 			},
@@ -103,7 +106,7 @@ var profiles = []Profile{
 				LUIDLow: 0x4486d1, VendorID: VendorNVIDIA, DeviceID: 0x2520,
 				SubVendorID: 0x17aa, SubSystemID: 0x3a5c, RevisionID: 0xa1,
 				WDDMVersion: 3000, Flags: FlagRender | FlagHybridDiscrete | FlagParavirtualized,
-				Description:     "NVIDIA GeForce RTX 3060 Laptop GPU",
+				Description: "NVIDIA GeForce RTX 3060 Laptop GPU", DedicatedMemory: 6 << 30,
 				DriverStorePath: `C:\Windows\System32\DriverStore\FileRepository\nvltwi.inf_amd64_7b2a5c1c4e6f8d90`,
 				Folder:          "nvltwi.inf_amd64_7b2a5c1c4e6f8d90", Kind: FolderNVIDIA,
 			},
@@ -120,7 +123,7 @@ var profiles = []Profile{
 				LUIDLow: 0x10b3c, VendorID: VendorAMD, DeviceID: 0x744c,
 				SubVendorID: 0x1002, SubSystemID: 0x0e3b, RevisionID: 0xc8,
 				WDDMVersion: 3100, Flags: FlagRender | FlagParavirtualized,
-				Description:     "AMD Radeon RX 7900 XTX",
+				Description: "AMD Radeon RX 7900 XTX", DedicatedMemory: 24 << 30,
 				DriverStorePath: `\\?\C:\WINDOWS\System32\DriverStore\FileRepository\u0398975.inf_amd64_cab3843582148687`,
 				Folder:          "u0398975.inf_amd64_cab3843582148687", Kind: FolderAMD,
 			},
@@ -136,7 +139,7 @@ var profiles = []Profile{
 				LUIDLow: 0x13f2e, VendorID: VendorIntel, DeviceID: 0x7d55,
 				SubVendorID: 0x1028, SubSystemID: 0x0c11, RevisionID: 0x08,
 				WDDMVersion: 3100, Flags: FlagRender | FlagParavirtualized,
-				Description:     "Intel(R) Arc(TM) Graphics",
+				Description: "Intel(R) Arc(TM) Graphics", DedicatedMemory: 128 << 20,
 				DriverStorePath: storePrefix + "6_lenovo_iigd_dch.inf_amd64_1f0e3c9a77d2b410",
 				Folder:          "6_lenovo_iigd_dch.inf_amd64_1f0e3c9a77d2b410", Kind: FolderIntel,
 			},
@@ -144,7 +147,7 @@ var profiles = []Profile{
 				LUIDLow: 0x13f71, VendorID: VendorIntel, DeviceID: 0x7d1d,
 				SubVendorID: 0x1028, SubSystemID: 0x0c11, RevisionID: 0x04,
 				WDDMVersion: 3100, Flags: FlagComputeOnly | FlagParavirtualized,
-				Description:     "Intel(R) AI Boost",
+				Description: "Intel(R) AI Boost", DedicatedMemory: 0,
 				DriverStorePath: storePrefix + "KIPUDRV.INF_AMD64_5D9E7C7A1B3F2E08",
 				Folder:          "kipudrv.inf_amd64_5d9e7c7a1b3f2e08", Kind: FolderNPU,
 			},
@@ -160,7 +163,7 @@ var profiles = []Profile{
 				LUIDLow: 0x11c5e, VendorID: VendorIntel, DeviceID: 0xa780,
 				SubVendorID: 0x1458, SubSystemID: 0xd000, RevisionID: 0x04,
 				WDDMVersion: 3100, Flags: FlagRender | FlagParavirtualized,
-				Description:     "Intel(R) UHD Graphics 770",
+				Description: "Intel(R) UHD Graphics 770", DedicatedMemory: 128 << 20,
 				DriverStorePath: storePrefix + "iigd_dch.inf_amd64_8d7e3f0c5a1b2946",
 				Folder:          "iigd_dch.inf_amd64_8d7e3f0c5a1b2946", Kind: FolderIntel,
 			},
@@ -168,7 +171,7 @@ var profiles = []Profile{
 				LUIDLow: 0x12f3a, VendorID: VendorIntel, DeviceID: 0x56a0,
 				SubVendorID: 0x8086, SubSystemID: 0x1020, RevisionID: 0x08,
 				WDDMVersion: 3100, Flags: FlagRender | FlagParavirtualized,
-				Description:     "Intel(R) Arc(TM) A770 Graphics",
+				Description: "Intel(R) Arc(TM) A770 Graphics", DedicatedMemory: 16 << 30,
 				DriverStorePath: storePrefix + "iigd_dch.inf_amd64_8d7e3f0c5a1b2946",
 				Folder:          "iigd_dch.inf_amd64_8d7e3f0c5a1b2946", Kind: FolderIntel,
 			},
@@ -183,7 +186,7 @@ var profiles = []Profile{
 				LUIDLow: 0x2f0a1, VendorID: VendorNVIDIA, DeviceID: 0x20b0,
 				SubVendorID: 0x10de, SubSystemID: 0x1450, RevisionID: 0xa1,
 				WDDMVersion: 3000, Flags: FlagComputeOnly | FlagParavirtualized,
-				Description:     "NVIDIA A100-SXM4-40GB",
+				Description: "NVIDIA A100-SXM4-40GB", DedicatedMemory: 40 << 30,
 				DriverStorePath: storePrefix + "nvami.inf_amd64_0c5f2d19ab7e6634",
 				Folder:          "nvami.inf_amd64_0c5f2d19ab7e6634", Kind: FolderNVIDIA,
 			},

@@ -33,6 +33,9 @@ type Config struct {
 	// real host).
 	List func() (*driverstore.Inventory, error)
 	Log  *slog.Logger
+	// OnInventory, if set, gets every listing (nil when the adapters
+	// cannot be listed), outside the manager's lock: the node labeler.
+	OnInventory func(*driverstore.Inventory)
 }
 
 // Manager keeps the kubelet's view of the GPUs current.
@@ -189,6 +192,9 @@ func (m *Manager) refresh(ctx context.Context) {
 		}
 	}
 	m.writeFeatures(inv)
+	if m.cfg.OnInventory != nil {
+		m.cfg.OnInventory(inv)
+	}
 }
 
 // restartAll serves every resource on a new socket and registers it: a

@@ -76,6 +76,7 @@ const (
 
 // KMTQUERYADAPTERINFOTYPE values (d3dkmthk.h) the host answers.
 const (
+	qaiGetSegmentSize           = 3
 	qaiAdapterAddress           = 6
 	qaiDriverVersion            = 13
 	qaiAdapterType              = 15
@@ -93,6 +94,7 @@ const (
 	sizeAdapterAddress    = 12       // bus, device, function
 	sizeDeviceIDs         = 28       // physical_adapter_index, then 6 u32 ids
 	sizeDriverDescription = 4096 * 2 // WCHAR[4096], 2-byte UTF-16
+	sizeSegmentSizeInfo   = 24       // D3DKMT_SEGMENTSIZEINFO: three u64
 )
 
 // D3DDDI_QUERYREGISTRY_INFO, raw 2-byte UTF-16 layout.

@@ -1,6 +1,8 @@
 package dxg
 
 import (
+	"os"
+	"strconv"
 	"strings"
 	"unicode/utf16"
 
@@ -18,10 +20,14 @@ type host struct {
 	queryFail map[int]bool
 	// load is the modelled GPU use the statistics answer (stats.go).
 	load simhost.Workload
+	// folderFile is Config.FolderFile.
+	folderFile string
+	// removedFile is Config.RemovedFile.
+	removedFile string
 }
 
 func newHost(cfg Config) *host {
-	h := &host{queryFail: map[int]bool{}, load: simhost.WorkloadFor(cfg.Profile)}
+	h := &host{queryFail: map[int]bool{}, load: simhost.WorkloadFor(cfg.Profile), folderFile: cfg.FolderFile, removedFile: cfg.RemovedFile}
 	if cfg.Workload != nil {
 		h.load = *cfg.Workload
 	}
@@ -107,6 +113,13 @@ func (h *host) queryAdapterInfo(i int, typ uint32, buf []byte) uint32 {
 			return statusInvalidParameter
 		}
 		le.PutUint64(buf, driverVersion(a.VendorID))
+	case qaiGetSegmentSize:
+		if !fixed(sizeSegmentSizeInfo) {
+			return statusInvalidParameter
+		}
+		le.PutUint64(buf, a.DedicatedMemory)
+		le.PutUint64(buf[8:], 0)
+		le.PutUint64(buf[16:], sharedSystemMemory)
 	case qaiPhysicalAdapterCount:
 		if !fixed(4) {
 			return statusInvalidParameter
@@ -143,6 +156,10 @@ func (h *host) queryAdapterInfo(i int, typ uint32, buf []byte) uint32 {
 	return statusSuccess
 }
 
+// sharedSystemMemory is what a 16 GiB VM's host lends every adapter:
+// Windows offers half of its RAM as shared GPU memory.
+const sharedSystemMemory = 8 << 30
+
 // busTypePCI is INTERFACE_TYPE PCIBus, the bus_type of PCI GPUs.
 const busTypePCI = 5
 
@@ -162,7 +179,7 @@ func (h *host) queryRegistry(i int, buf []byte) uint32 {
 		le.PutUint32(buf[regStatus:], regStatusFail)
 		return statusSuccess
 	}
-	value := utf16.Encode([]rune(h.storePaths[i] + "\x00"))
+	value := utf16.Encode([]rune(h.storePath(i) + "\x00"))
 	need := 2 * len(value)
 	le.PutUint32(buf[regOutputSize:], uint32(need))
 	// The documented sequence allocates sizeof(info) + need, so anything
@@ -177,6 +194,38 @@ func (h *host) queryRegistry(i int, buf []byte) uint32 {
 	}
 	le.PutUint32(buf[regStatus:], regStatusSuccess)
 	return statusSuccess
+}
+
+// storePath is adapter i's driver store path, with the folder file's
+// override for i if there is one now.
+func (h *host) storePath(i int) string {
+	p := h.storePaths[i]
+	if h.folderFile == "" {
+		return p
+	}
+	data, _ := os.ReadFile(h.folderFile)
+	for _, l := range strings.Fields(string(data)) {
+		n, name, ok := strings.Cut(l, "=")
+		if ok && n == strconv.Itoa(i) && name != "" && !strings.ContainsAny(name, `/\`) {
+			return p[:strings.LastIndexAny(p, `\`)+1] + name
+		}
+	}
+	return p
+}
+
+// removed is the set of adapters the removed file hides now.
+func (h *host) removed() map[int]bool {
+	if h.removedFile == "" {
+		return nil
+	}
+	data, _ := os.ReadFile(h.removedFile)
+	out := map[int]bool{}
+	for _, l := range strings.Fields(string(data)) {
+		if n, err := strconv.Atoi(l); err == nil {
+			out[n] = true
+		}
+	}
+	return out
 }
 
 // putUTF16 writes s as NUL-terminated UTF-16LE, truncated to fit.

@@ -44,6 +44,14 @@ type Config struct {
 	// HostLatency is added to every call the driver forwards to the
 	// Windows host (see hostRoundTrip); 0 answers at once.
 	HostLatency time.Duration
+	// FolderFile, if set, is read at every driver store path query:
+	// lines N=NAME make adapter N report folder NAME, as after a Windows
+	// driver update while the VM runs.
+	FolderFile string
+	// RemovedFile, if set, is read at every enumeration: each line N
+	// hides adapter N from the list, as when Windows removes or disables
+	// the adapter while the VM runs. Handles already open keep answering.
+	RemovedFile string
 }
 
 // Validate reports every index that does not name an adapter.
@@ -292,8 +300,9 @@ func (k *Kernel) read(mem Memory, addr uint64, n int) ([]byte, bool) {
 // order: compute-only (MCDM) adapters only when asked for.
 func (k *Kernel) enumerable(includeComputeOnly bool) []int {
 	var idx []int
+	removed := k.host.removed()
 	for i, a := range k.host.adapters {
-		if a.ComputeOnly() && !includeComputeOnly {
+		if a.ComputeOnly() && !includeComputeOnly || removed[i] {
 			continue
 		}
 		idx = append(idx, i)

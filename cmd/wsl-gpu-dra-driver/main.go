@@ -1,0 +1,155 @@
+// Command wsl-gpu-dra-driver is the Dynamic Resource Allocation driver
+// (resource.k8s.io/v1, driver gpu.wsl-gpu-hook.dev) for WSL2 GPUs: it
+// publishes one ResourceSlice pool per node with one device per adapter,
+// described by attributes CEL selectors read, prepares claims as transient
+// CDI specs the container runtime applies, reports device health to the
+// kubelet and republishes when the host's adapters change. It is a
+// separate binary so the hook never links the Kubernetes client.
+//
+//	wsl-gpu-dra-driver --node-name NODE [--config FILE] [--kubeconfig FILE] [--cdi-dir DIR] [--hook PATH] ...
+//
+// The decisions live in package dra; package dra/driver wires them to the
+// kubelet plugin library.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiinstall"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dra"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dra/driver"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
+)
+
+// version is set by the Makefile at link time.
+var version = "dev"
+
+// configEnv names a config file, as for the hook.
+const configEnv = "WSL_GPU_HOOK_CONFIG"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintf(os.Stderr, "wsl-gpu-dra-driver: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("wsl-gpu-dra-driver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "configuration file (default $"+configEnv+", else "+config.DefaultPath+")")
+	nodeName := fs.String("node-name", os.Getenv("NODE_NAME"), "this node's name: the pool's name (default $NODE_NAME)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig `file`; \"\" uses the in-cluster service account")
+	pluginDir := fs.String("plugin-dir", filepath.Join(kubeletplugin.KubeletPluginsDir, dra.DriverName), "`dir` of the DRA socket and the checkpoint")
+	registrarDir := fs.String("registrar-dir", kubeletplugin.KubeletRegistryDir, "the kubelet's plugin registration `dir`")
+	cdiDir := fs.String("cdi-dir", "/var/run/cdi", "`dir` for the claims' CDI specs (one the container runtime reads)")
+	hook := fs.String("hook", "/usr/local/bin/wsl-gpu-hook", "the hook's path on the host, which the CDI specs run")
+	hookConfig := fs.String("hook-config", "", "configuration `file` on the host the specs' hook reads; \"\" leaves it its defaults (--config is this process's file, which may exist only in its container)")
+	interval := fs.Duration("interval", 10*time.Second, "re-list the adapters this often")
+	healthTimeout := fs.Duration("health-timeout", 30*time.Second, "how long the kubelet trusts a device health report (resent at a third of it)")
+	debug := fs.Bool("debug", false, "log at debug level")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *showVersion {
+		fmt.Fprintf(stderr, "wsl-gpu-dra-driver %s\n", version)
+		return nil
+	}
+	if *nodeName == "" {
+		return errors.New("no node name: pass --node-name or set NODE_NAME (the chart sets it from spec.nodeName)")
+	}
+	path, explicit := *cfgPath, *cfgPath != ""
+	if !explicit {
+		path, explicit = os.Getenv(configEnv), true
+	}
+	if path == "" {
+		path, explicit = config.DefaultPath, false
+	}
+	cfg, err := config.Load(path, explicit)
+	if err != nil {
+		return fmt.Errorf("%w: fix the configuration file", err)
+	}
+	level := slog.LevelInfo
+	if *debug {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	restCfg, err := restConfig(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("API client: %w", err)
+	}
+	if err := os.MkdirAll(*pluginDir, 0o750); err != nil {
+		return err
+	}
+	install := cdiinstall.System(*hook, *hookConfig)
+	d := driver.New(driver.Config{
+		Pool:       *nodeName,
+		CDIDir:     *cdiDir,
+		Checkpoint: filepath.Join(*pluginDir, "checkpoint.json"),
+		List: func() (*driverstore.Inventory, error) {
+			return gpuhost.List(cfg.DxgDevice, gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir, Resources: true})
+		},
+		Spec:          install.SpecOptions(devnode.Node{Path: cfg.DxgDevice}, cfg.LibDir),
+		HealthTimeout: *healthTimeout,
+		Log:           log,
+	})
+	log.Info("starting", "version", version, "driver", dra.DriverName, "node", *nodeName, "config", cfg.Path(),
+		"device", cfg.DxgDevice, "cdi-dir", *cdiDir, "devices", len(d.Devices()))
+	helper, err := kubeletplugin.Start(ctx, d,
+		kubeletplugin.DriverName(dra.DriverName),
+		kubeletplugin.NodeName(*nodeName),
+		kubeletplugin.KubeClient(client),
+		kubeletplugin.PluginDataDirectoryPath(*pluginDir),
+		kubeletplugin.RegistrarDirectoryPath(*registrarDir),
+	)
+	if err != nil {
+		return fmt.Errorf("start the kubelet plugin: %w", err)
+	}
+	defer helper.Stop()
+	if err := d.SetPublisher(ctx, helper); err != nil {
+		return err
+	}
+	d.Watch(ctx, *interval, cfg.DriversDir, filepath.Dir(cfg.DxgDevice))
+	return nil
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		c, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("in-cluster API config: %w: run in a pod or pass --kubeconfig", err)
+		}
+		return c, nil
+	}
+	c, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+	}
+	return c, nil
+}

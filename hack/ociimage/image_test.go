@@ -1,0 +1,137 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// readArchive returns the archive's files by name.
+func readArchive(t *testing.T, data []byte) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	tr := tar.NewReader(bytes.NewReader(data))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		files[h.Name] = b
+	}
+}
+
+func TestWriteIsALayoutAndADockerArchive(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "plugin")
+	os.WriteFile(src, []byte("binary"), 0o600)
+	img := Image{Ref: "localhost/wsl-gpu-hook:v1", Files: []File{{Src: src, Dst: "/bin/plugin", Mode: 0o755}},
+		Entrypoint: []string{"/bin/plugin"}, User: "65532:65532", Labels: map[string]string{"org.opencontainers.image.version": "v1"}}
+	var a, b bytes.Buffer
+	if err := img.Write(&a); err != nil {
+		t.Fatal(err)
+	}
+	img.Write(&b)
+	if !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Error("two writes of the same image differ: the build is not reproducible")
+	}
+	files := readArchive(t, a.Bytes())
+	var index struct {
+		Manifests []struct {
+			Digest      string
+			Annotations map[string]string
+		}
+	}
+	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 1 {
+		t.Fatalf("index.json: %v %s", err, files["index.json"])
+	}
+	if got := index.Manifests[0].Annotations["io.containerd.image.name"]; got != img.Ref {
+		t.Errorf("containerd's name annotation = %q, want %q", got, img.Ref)
+	}
+	blob := func(digest string) []byte {
+		data, ok := files["blobs/sha256/"+digest[len("sha256:"):]]
+		if !ok {
+			t.Fatalf("blob %s missing", digest)
+		}
+		if h := sha256.Sum256(data); "sha256:"+hex.EncodeToString(h[:]) != digest {
+			t.Fatalf("blob %s does not hash to its name", digest)
+		}
+		return data
+	}
+	var man struct {
+		Config struct{ Digest string }
+		Layers []struct{ Digest string }
+	}
+	json.Unmarshal(blob(index.Manifests[0].Digest), &man)
+	var cfg struct {
+		Architecture, OS string
+		Config           struct {
+			User       string
+			Entrypoint []string
+			Labels     map[string]string
+		}
+		RootFS struct {
+			DiffIDs []string `json:"diff_ids"`
+		}
+	}
+	json.Unmarshal(blob(man.Config.Digest), &cfg)
+	if cfg.Architecture != "amd64" || cfg.OS != "linux" || cfg.Config.User != "65532:65532" || cfg.Config.Labels["org.opencontainers.image.version"] != "v1" {
+		t.Errorf("config: %+v", cfg)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(blob(man.Layers[0].Digest)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(zr)
+	if h := sha256.Sum256(raw); len(cfg.RootFS.DiffIDs) != 1 || cfg.RootFS.DiffIDs[0] != "sha256:"+hex.EncodeToString(h[:]) {
+		t.Errorf("diff_ids %v do not match the layer", cfg.RootFS.DiffIDs)
+	}
+	tr := tar.NewReader(bytes.NewReader(raw))
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		names = append(names, h.Name)
+		if h.Name == "bin/plugin" && (h.Mode != 0o755 || h.Uid != 0) {
+			t.Errorf("bin/plugin mode %o uid %d, want 755 root", h.Mode, h.Uid)
+		}
+	}
+	if len(names) != 2 || names[0] != "bin/" || names[1] != "bin/plugin" {
+		t.Errorf("layer holds %v, want bin/ and bin/plugin", names)
+	}
+	var docker []struct {
+		Config   string
+		RepoTags []string
+		Layers   []string
+	}
+	json.Unmarshal(files["manifest.json"], &docker)
+	if len(docker) != 1 || docker[0].RepoTags[0] != img.Ref || files[docker[0].Config] == nil || files[docker[0].Layers[0]] == nil {
+		t.Errorf("manifest.json does not name the image's blobs: %s", files["manifest.json"])
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	for _, s := range []string{"a", "a:rel", ":/x", "a:/x:999999", "a:/x:rw"} {
+		if _, err := parseAdd(s); err == nil {
+			t.Errorf("parseAdd(%q) accepted", s)
+		}
+	}
+	if err := (Image{Ref: "localhost/x", Files: []File{{Src: "/dev/null", Dst: "/x"}}}).Write(io.Discard); err == nil {
+		t.Error("a reference with no tag was accepted")
+	}
+	if err := (Image{Ref: "localhost:5000/x", Files: []File{{Src: "/dev/null", Dst: "/x"}}}).Write(io.Discard); err == nil {
+		t.Error("a registry port was taken for a tag")
+	}
+}

@@ -1,0 +1,110 @@
+package dra
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const uid1 = "6f1c2d9e-0b7a-4c43-9d7e-2a1b3c4d5e6f"
+
+func samplePrepared(uid string) Prepared {
+	return Prepared{Namespace: "default", Name: "gpu", SpecFile: SpecFile(uid), Devices: []PreparedDevice{{
+		Request: "gpu", Pool: "node-a", Device: "nvidia-2520-3a5c17aa-0", LUID: "0x4486d1",
+		CDIDevice: CDIDevice(uid, "nvidia-2520-3a5c17aa-0"),
+	}}}
+}
+
+func TestCheckpointRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	cp, err := LoadCheckpoint(path)
+	if err != nil || len(cp.Claims) != 0 {
+		t.Fatalf("LoadCheckpoint(missing) = %+v, %v; want empty", cp, err)
+	}
+	cp.Claims[uid1] = samplePrepared(uid1)
+	if err := cp.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadCheckpoint(path)
+	if err != nil || !reflect.DeepEqual(got, cp) {
+		t.Fatalf("LoadCheckpoint = %+v, %v; want %+v", got, err, cp)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600", fi.Mode())
+	}
+}
+
+// Every file the driver did not write as it is fails whole, with one line,
+// and nothing of it is trusted.
+func TestCheckpointHostile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.json")
+	cp := &Checkpoint{Claims: map[string]Prepared{uid1: samplePrepared(uid1)}}
+	if err := cp.Save(good); err != nil {
+		t.Fatal(err)
+	}
+	valid, _ := os.ReadFile(good)
+	// resign rewrites a valid file with claims changed and a checksum that
+	// matches, as someone who knows the format would.
+	resign := func(edit func(p *Prepared) string) func(string) {
+		return func(path string) {
+			p := samplePrepared(uid1)
+			uid := edit(&p)
+			c := &Checkpoint{Claims: map[string]Prepared{uid: p}}
+			if err := c.Save(path); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write := func(data string) func(string) {
+		return func(path string) { os.WriteFile(path, []byte(data), 0o600) }
+	}
+	tests := []struct {
+		name  string
+		setup func(path string)
+		want  string
+	}{
+		{"not JSON", write("\x00\x01garbage"), "not a checkpoint: invalid character '\\x00' looking for beginning of value"},
+		{"empty", write(""), "not a checkpoint: EOF"},
+		{"cut", write(string(valid[:len(valid)/2])), "not a checkpoint: unexpected EOF"},
+		{"two objects", write(string(valid) + string(valid)), "not a checkpoint: data after the JSON object"},
+		{"unknown field", write(`{"version":1,"driver":"gpu.wsl-gpu-hook.dev","claims":{},"checksum":"","extra":1}`), `not a checkpoint: json: unknown field "extra"`},
+		{"version", write(strings.Replace(string(valid), `"version": 1`, `"version": 2`, 1)), "version 2, this driver reads 1"},
+		{"driver", write(strings.Replace(string(valid), `"driver": "gpu.wsl-gpu-hook.dev"`, `"driver": "gpu.nvidia.com"`, 1)), `written for driver "gpu.nvidia.com", not gpu.wsl-gpu-hook.dev`},
+		{"edited", write(strings.Replace(string(valid), "0x4486d1", "0x4486d2", 1)), "checksum mismatch: the file was changed or cut since the driver wrote it"},
+		{"path in UID", resign(func(p *Prepared) string { return "../../etc" }), `claim "../../etc": claim UID "../../etc": want lowercase letters, digits and '-'`},
+		{"foreign spec file", resign(func(p *Prepared) string { p.SpecFile = "../../../etc/cdi/x.json"; return uid1 }),
+			`claim "` + uid1 + `": spec file "../../../etc/cdi/x.json" is not the claim's (gpu.wsl-gpu-hook.dev-claim_` + uid1 + `.json)`},
+		{"foreign CDI device", resign(func(p *Prepared) string { p.Devices[0].CDIDevice = "nvidia.com/gpu=all"; return uid1 }),
+			`claim "` + uid1 + `": device "nvidia-2520-3a5c17aa-0": CDI device "nvidia.com/gpu=all" is not "gpu.wsl-gpu-hook.dev/claim=` + uid1 + `-nvidia-2520-3a5c17aa-0"`},
+		{"bad device", resign(func(p *Prepared) string { p.Devices[0].Device = "A/B"; return uid1 }),
+			`claim "` + uid1 + `": device "A/B": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`},
+		{"no devices", resign(func(p *Prepared) string { p.Devices = nil; return uid1 }), `claim "` + uid1 + `": no devices`},
+		{"directory", func(path string) { os.Mkdir(path, 0o700) }, "not a regular file"},
+		{"symlink to a directory", func(path string) { os.Symlink(dir, path) }, "not a regular file"},
+		{"too large", func(path string) { os.WriteFile(path, make([]byte, maxCheckpoint+1), 0o600) }, "4194305 bytes, more than the 4194304 a checkpoint can hold"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(dir, "cp"+string(rune('a'+i))+".json")
+			tt.setup(path)
+			got, err := LoadCheckpoint(path)
+			var ce *CheckpointError
+			if !errors.As(err, &ce) {
+				t.Fatalf("LoadCheckpoint = %v, want a *CheckpointError", err)
+			}
+			if want := "checkpoint " + path + ": " + tt.want + ": replacing it with an empty one; claims prepared before are still unprepared by their spec file's name"; err.Error() != want {
+				t.Errorf("error\n got %s\nwant %s", err, want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error is not one line: %q", err)
+			}
+			if got == nil || len(got.Claims) != 0 {
+				t.Errorf("claims = %+v, want an empty checkpoint", got)
+			}
+		})
+	}
+}

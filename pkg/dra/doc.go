@@ -1,0 +1,50 @@
+// Package dra decides what the Dynamic Resource Allocation driver for WSL
+// GPUs (driver gpu.wsl-gpu-hook.dev, resource.k8s.io/v1) publishes and
+// what preparing a claim means, as functions over an adapter inventory and
+// a checkpoint: no gRPC, no API client. Package dra/driver wires it to the
+// kubelet plugin library; cmd/wsl-gpu-dra-driver runs it.
+//
+// # Devices
+//
+// One pool per node (named after the node), one device per adapter the
+// host lists, software adapters included (attribute software: the shipped
+// DeviceClasses leave them out). A device's name stays with the hardware:
+// <vendor>-<pci device>-<subsystem><subvendor>-<n>, n counting identical
+// adapters in host order, so neither a WSL boot (new LUIDs) nor a driver
+// update (new folder hash) renames it. Attributes, in the driver's domain:
+// vendor, index (as `wsl-gpu-hook info` prints it), luid (one boot),
+// description, driverVersion (Windows' a.b.c.d), driverStoreFolder,
+// wddmVersion (a semantic version: 3.1.0), computeOnly (MCDM), software,
+// pciVendor, pciDevice, and integrated only where the host says (hybrid
+// laptops). Capacity memory is the dedicated video memory, 0 when the
+// host gives none.
+//
+// # Health
+//
+// Track keeps every device it has seen. An adapter the host no longer
+// lists stays published, not present, and one whose driver store folder
+// is gone is present but unusable: both carry the NoSchedule taint
+// gpu.wsl-gpu-hook.dev/unavailable with the reason as its value, so the
+// scheduler allocates them to no new claim, and preparing a claim already
+// allocated to one fails with the one line Problem holds. A device that
+// returns loses its taint.
+//
+// # Prepare
+//
+// Each claim gets a transient CDI spec of kind gpu.wsl-gpu-hook.dev/claim
+// (file SpecFile(uid) in the CDI dir, devices <uid>-<device>) built like
+// the project's own specs: /dev/dxg, the lib dir, the createContainer hook
+// and one selection variable per device naming its adapter by LUID. It
+// names no driver store folder, so a driver update while a pod runs leaves
+// it valid. Unprepare removes that file and nothing else. The checkpoint
+// remembers prepared claims across restarts; one that is corrupt or not
+// ours is replaced, never partly trusted.
+//
+// # Sharing
+//
+// Two pods that reference one ResourceClaim get the same adapter: the
+// kubelet prepares the claim once. On WSL this is time-slicing by the
+// Windows GPU scheduler, not isolation: /dev/dxg shows every adapter to
+// whoever opens it and memory is not partitioned. A claim with admin
+// access (monitoring) may be prepared on a device another claim holds.
+package dra

@@ -1,0 +1,335 @@
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dra"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+)
+
+// Config is what the driver needs from its command line.
+type Config struct {
+	// Pool is the node's pool name: the node's name.
+	Pool string
+	// CDIDir holds the claims' specs (the engines' /var/run/cdi).
+	CDIDir string
+	// Checkpoint is the checkpoint file's path.
+	Checkpoint string
+	// List lists the host's adapters.
+	List func() (*driverstore.Inventory, error)
+	// Spec is what the claims' specs point at (node, lib dir, hook).
+	Spec cdispec.Options
+	// HealthTimeout is how long the kubelet trusts a health report; the
+	// driver resends well within it.
+	HealthTimeout time.Duration
+	Log           *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Publisher publishes the node's pool: kubeletplugin.Helper does.
+type Publisher interface {
+	PublishResources(ctx context.Context, resources resourceslice.DriverResources) error
+}
+
+// Driver is the DRA plugin.
+type Driver struct {
+	cfg Config
+
+	mu        sync.Mutex
+	devs      []dra.Device
+	inv       *driverstore.Inventory
+	cp        *dra.Checkpoint
+	published []resourceapi.Device
+	pub       Publisher
+	// changed is closed and replaced whenever the devices change, waking
+	// every health watcher.
+	changed chan struct{}
+}
+
+// New loads the checkpoint and lists the host once. A checkpoint that
+// cannot be used is logged in one line and replaced by an empty one.
+func New(cfg Config) *Driver {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.HealthTimeout == 0 {
+		cfg.HealthTimeout = 30 * time.Second
+	}
+	d := &Driver{cfg: cfg, changed: make(chan struct{})}
+	cp, err := dra.LoadCheckpoint(cfg.Checkpoint)
+	if err != nil {
+		cfg.Log.Error(err.Error())
+		if err := cp.Save(cfg.Checkpoint); err != nil {
+			cfg.Log.Error(err.Error())
+		}
+	}
+	d.cp = cp
+	d.mu.Lock()
+	d.refreshLocked()
+	d.mu.Unlock()
+	return d
+}
+
+// SetPublisher sets where the pool is published and publishes it.
+func (d *Driver) SetPublisher(ctx context.Context, p Publisher) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.pub = p
+	d.published = nil
+	return d.publishLocked(ctx)
+}
+
+// Devices is the current device set, for tests and logs.
+func (d *Driver) Devices() []dra.Device {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]dra.Device(nil), d.devs...)
+}
+
+// Refresh lists the host again and republishes the pool if a device
+// changed. It returns whether one did.
+func (d *Driver) Refresh(ctx context.Context) (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.refreshLocked() {
+		return false, nil
+	}
+	return true, d.publishLocked(ctx)
+}
+
+// refreshLocked re-lists the host; true when the devices changed.
+func (d *Driver) refreshLocked() bool {
+	inv, err := d.cfg.List()
+	if err != nil {
+		d.cfg.Log.Error("list adapters", "err", err)
+	} else {
+		d.inv = inv
+	}
+	devs := dra.Track(d.devs, inv, err, d.cfg.Now())
+	if reflect.DeepEqual(devs, d.devs) {
+		return false
+	}
+	for _, dev := range devs {
+		if old, ok := dra.Lookup(d.devs, dev.Name); !ok || old.Reason != dev.Reason {
+			if dev.Healthy() {
+				d.cfg.Log.Info("device available", "device", dev.Name, "adapter", dev.Adapter.Index, "luid", dev.Adapter.LUID.String(), "vendor", dev.Adapter.Vendor)
+			} else {
+				d.cfg.Log.Warn("device unavailable", "device", dev.Name, "reason", dev.Reason, "problem", dev.Problem)
+			}
+		}
+	}
+	d.devs = devs
+	close(d.changed)
+	d.changed = make(chan struct{})
+	return true
+}
+
+func (d *Driver) publishLocked(ctx context.Context) error {
+	if d.pub == nil {
+		return nil
+	}
+	devices := dra.Slice(d.devs)
+	if d.published != nil && reflect.DeepEqual(devices, d.published) {
+		return nil
+	}
+	res := resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
+		d.cfg.Pool: {Slices: []resourceslice.Slice{{Devices: devices}}},
+	}}
+	if err := d.pub.PublishResources(ctx, res); err != nil {
+		return fmt.Errorf("publish resource slice: %w", err)
+	}
+	d.published = devices
+	d.cfg.Log.Info("published resource slice", "pool", d.cfg.Pool, "devices", len(devices))
+	return nil
+}
+
+// PrepareResourceClaims prepares each claim: re-lists the host (a folder
+// may have vanished since the last poll), plans, writes the claim's spec
+// and the checkpoint, and answers the CDI devices. A claim that fails
+// gets its one-line error; the others are unaffected.
+func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.refreshLocked() {
+		if err := d.publishLocked(ctx); err != nil {
+			d.cfg.Log.Error(err.Error())
+		}
+	}
+	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	for _, c := range claims {
+		devs, err := d.prepareLocked(c)
+		if err != nil {
+			d.cfg.Log.Error("prepare", "claim", c.Namespace+"/"+c.Name, "uid", c.UID, "err", err)
+			out[c.UID] = kubeletplugin.PrepareResult{Err: err}
+			continue
+		}
+		d.cfg.Log.Info("prepared", "claim", c.Namespace+"/"+c.Name, "uid", c.UID, "devices", len(devs))
+		out[c.UID] = kubeletplugin.PrepareResult{Devices: devs}
+	}
+	return out, nil
+}
+
+func (d *Driver) prepareLocked(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
+	plan, err := dra.PlanPrepare(c, d.cfg.Pool, d.devs, d.inv, d.cp, d.cfg.Spec)
+	if err != nil {
+		return nil, err
+	}
+	data, err := cdispec.Marshal(plan.Spec)
+	if err != nil {
+		return nil, err
+	}
+	// The checkpoint first: a crash between the two leaves a claim the
+	// checkpoint knows and whose spec is missing, which the kubelet's next
+	// prepare writes; the other order could leave a spec nothing removes.
+	old, had := d.cp.Claims[plan.UID]
+	d.cp.Claims[plan.UID] = plan.Prepared
+	if !had || !reflect.DeepEqual(old, plan.Prepared) {
+		if err := d.cp.Save(d.cfg.Checkpoint); err != nil {
+			if had {
+				d.cp.Claims[plan.UID] = old
+			} else {
+				delete(d.cp.Claims, plan.UID)
+			}
+			return nil, err
+		}
+	}
+	path := filepath.Join(d.cfg.CDIDir, plan.Prepared.SpecFile)
+	if cur, err := os.ReadFile(path); err != nil || string(cur) != string(data) {
+		if err := atomicfile.Write(path, data, 0o644, atomicfile.Keep); err != nil {
+			return nil, fmt.Errorf("claim %s/%s: write CDI spec: %w", c.Namespace, c.Name, err)
+		}
+	}
+	devs := make([]kubeletplugin.Device, 0, len(plan.Prepared.Devices))
+	for _, pd := range plan.Prepared.Devices {
+		devs = append(devs, kubeletplugin.Device{
+			Requests: []string{pd.Request}, PoolName: pd.Pool, DeviceName: pd.Device,
+			CDIDeviceIDs: []string{pd.CDIDevice},
+		})
+	}
+	return devs, nil
+}
+
+// UnprepareResourceClaims removes each claim's spec and its checkpoint
+// entry. A claim it never prepared (or prepared before the checkpoint was
+// lost) is not an error: its spec file, named after its UID, is removed if
+// it is one of ours, and nothing else is touched.
+func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[types.UID]error, len(claims))
+	for _, c := range claims {
+		err := d.unprepareLocked(string(c.UID))
+		if err != nil {
+			err = fmt.Errorf("claim %s/%s: %w", c.Namespace, c.Name, err)
+			d.cfg.Log.Error("unprepare", "uid", c.UID, "err", err)
+		} else {
+			d.cfg.Log.Info("unprepared", "claim", c.Namespace+"/"+c.Name, "uid", c.UID)
+		}
+		out[c.UID] = err
+	}
+	return out, nil
+}
+
+func (d *Driver) unprepareLocked(uid string) error {
+	if err := dra.ValidUID(uid); err != nil {
+		return err
+	}
+	if err := removeSpec(filepath.Join(d.cfg.CDIDir, dra.SpecFile(uid))); err != nil {
+		return err
+	}
+	if _, ok := d.cp.Claims[uid]; !ok {
+		return nil
+	}
+	delete(d.cp.Claims, uid)
+	return d.cp.Save(d.cfg.Checkpoint)
+}
+
+// removeSpec removes a claim spec the driver wrote: a regular file whose
+// kind is the claims' kind. Anything else at that path is left alone.
+func removeSpec(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file: not removing what the driver did not write", path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var spec struct {
+		Kind string `json:"kind"`
+	}
+	if json.Unmarshal(data, &spec) != nil || spec.Kind != dra.CDIKind {
+		return fmt.Errorf("%s is not a %s spec: not removing what the driver did not write", path, dra.CDIKind)
+	}
+	return os.Remove(path)
+}
+
+// HandleError logs errors of the background publishing; the resourceslice
+// controller retries the recoverable ones itself.
+func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
+	d.cfg.Log.Error(msg, "err", err, "recoverable", errors.Is(err, kubeletplugin.ErrRecoverable))
+}
+
+// WatchHealthStatus reports every device's health now, again whenever a
+// device changes, and at a third of the health timeout otherwise, until
+// ctx ends.
+func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
+	tick := time.NewTicker(d.cfg.HealthTimeout / 3)
+	defer tick.Stop()
+	for {
+		d.mu.Lock()
+		report, changed := d.healthLocked(), d.changed
+		d.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil
+		case reports <- report:
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case <-tick.C:
+		}
+	}
+}
+
+func (d *Driver) healthLocked() kubeletplugin.DeviceHealthReport {
+	now := d.cfg.Now()
+	var r kubeletplugin.DeviceHealthReport
+	for _, dev := range d.devs {
+		h := kubeletplugin.DeviceHealth{
+			PoolName: d.cfg.Pool, DeviceName: dev.Name, Health: kubeletplugin.HealthStatusHealthy,
+			LastUpdated: now, HealthCheckTimeout: d.cfg.HealthTimeout,
+		}
+		if !dev.Healthy() {
+			h.Health, h.Message = kubeletplugin.HealthStatusUnhealthy, dev.Problem
+		}
+		r.Devices = append(r.Devices, h)
+	}
+	return r
+}

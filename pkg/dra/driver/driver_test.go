@@ -1,0 +1,348 @@
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dra"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
+)
+
+const (
+	node  = "node-a"
+	nvDev = "nvidia-2520-3a5c17aa-0"
+	igDev = "intel-9a49-22d817aa-0"
+	uid1  = "6f1c2d9e-0b7a-4c43-9d7e-2a1b3c4d5e6f"
+	uid2  = "0a0b0c0d-0000-4000-8000-000000000001"
+)
+
+// host is a simulated host whose adapters a test changes.
+type host struct {
+	mu  sync.Mutex
+	inv *driverstore.Inventory
+	err error
+}
+
+func (h *host) list() (*driverstore.Inventory, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err != nil {
+		return nil, h.err
+	}
+	c := *h.inv
+	c.Adapters = append([]driverstore.Adapter(nil), h.inv.Adapters...)
+	return &c, nil
+}
+
+func (h *host) set(f func(inv *driverstore.Inventory)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f(h.inv)
+}
+
+func newHost(t *testing.T) *host {
+	p, err := simhost.Lookup("nvidia-laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := &driverstore.Inventory{LibDir: "/usr/lib/wsl/lib", DriversDir: "/usr/lib/wsl/drivers"}
+	for i, a := range p.Adapters {
+		inv.Adapters = append(inv.Adapters, driverstore.Adapter{
+			Adapter: dxcore.Adapter{Index: i, LUID: dxcore.LUID{Low: a.LUIDLow}, WDDMVersion: a.WDDMVersion, Type: dxcore.AdapterType(a.Flags),
+				PCI:         dxcore.PCIIDs{Vendor: a.VendorID, Device: a.DeviceID, SubVendor: a.SubVendorID, SubSystem: a.SubSystemID},
+				Description: a.Description, DriverStorePath: a.DriverStorePath, Memory: dxcore.Memory{DedicatedVideo: a.DedicatedMemory}},
+			Vendor: driverstore.VendorOf(a.VendorID), Folder: a.Folder, Registry: a.Folder,
+		})
+	}
+	return &host{inv: inv}
+}
+
+// removeAdapter drops host adapter i, renumbering the rest.
+func removeAdapter(i int) func(inv *driverstore.Inventory) {
+	return func(inv *driverstore.Inventory) {
+		inv.Adapters = append(inv.Adapters[:i:i], inv.Adapters[i+1:]...)
+		for k := range inv.Adapters {
+			inv.Adapters[k].Index = k
+		}
+	}
+}
+
+type env struct {
+	host         *host
+	cdiDir, ckpt string
+	log          *strings.Builder
+}
+
+func newEnv(t *testing.T) *env {
+	dir := t.TempDir()
+	e := &env{host: newHost(t), cdiDir: filepath.Join(dir, "cdi"), ckpt: filepath.Join(dir, "plugin", "checkpoint.json"), log: &strings.Builder{}}
+	return e
+}
+
+func (e *env) driver() *Driver {
+	return New(Config{
+		Pool: node, CDIDir: e.cdiDir, Checkpoint: e.ckpt, List: e.host.list,
+		Spec: cdispec.Options{Device: devnode.Node{Path: "/dev/dxg"}, LibDir: "/usr/lib/wsl/lib", HookPath: "/usr/local/bin/wsl-gpu-hook"},
+		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+}
+
+func claim(uid, name string, devices ...string) *resourceapi.ResourceClaim {
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID(uid)}}
+	c.Status.Allocation = &resourceapi.AllocationResult{}
+	for _, d := range devices {
+		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results,
+			resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: dra.DriverName, Pool: node, Device: d})
+	}
+	return c
+}
+
+func (e *env) specs(t *testing.T) []string {
+	entries, err := os.ReadDir(e.cdiDir)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, en := range entries {
+		out = append(out, en.Name())
+	}
+	return out
+}
+
+func prepare(t *testing.T, d *Driver, c *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
+	t.Helper()
+	res, err := d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{c})
+	if err != nil || len(res) != 1 {
+		t.Fatalf("PrepareResourceClaims = %v, %v", res, err)
+	}
+	return res[c.UID]
+}
+
+func unprepare(t *testing.T, d *Driver, uid, name string) error {
+	t.Helper()
+	res, err := d.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{NamespacedName: types.NamespacedName{Namespace: "default", Name: name}, UID: types.UID(uid)}})
+	if err != nil || len(res) != 1 {
+		t.Fatalf("UnprepareResourceClaims = %v, %v", res, err)
+	}
+	return res[types.UID(uid)]
+}
+
+// Prepare writes one spec and answers its CDI devices; a second prepare
+// (the kubelet retrying) and a prepare after a driver restart answer the
+// same; unprepare after the restart removes exactly that spec.
+func TestPrepareRestartUnprepare(t *testing.T) {
+	e := newEnv(t)
+	d := e.driver()
+	first := prepare(t, d, claim(uid1, "two", igDev, nvDev))
+	if first.Err != nil {
+		t.Fatal(first.Err)
+	}
+	var ids []string
+	for _, dev := range first.Devices {
+		ids = append(ids, dev.PoolName+"/"+dev.DeviceName+"="+strings.Join(dev.CDIDeviceIDs, ","))
+	}
+	want := []string{node + "/" + igDev + "=" + dra.CDIDevice(uid1, igDev), node + "/" + nvDev + "=" + dra.CDIDevice(uid1, nvDev)}
+	if strings.Join(ids, " ") != strings.Join(want, " ") {
+		t.Errorf("devices = %v, want %v", ids, want)
+	}
+	if got := e.specs(t); len(got) != 1 || got[0] != dra.SpecFile(uid1) {
+		t.Fatalf("CDI dir = %v, want only %s", got, dra.SpecFile(uid1))
+	}
+	spec, _ := os.ReadFile(filepath.Join(e.cdiDir, dra.SpecFile(uid1)))
+	if again := prepare(t, d, claim(uid1, "two", igDev, nvDev)); again.Err != nil || len(again.Devices) != 2 {
+		t.Errorf("second prepare = %+v", again)
+	}
+
+	restarted := e.driver()
+	if again := prepare(t, restarted, claim(uid1, "two", igDev, nvDev)); again.Err != nil || !equalDevices(again.Devices, first.Devices) {
+		t.Errorf("prepare after restart = %+v, want %+v", again, first)
+	}
+	if now, _ := os.ReadFile(filepath.Join(e.cdiDir, dra.SpecFile(uid1))); string(now) != string(spec) {
+		t.Errorf("spec changed across a restart")
+	}
+	// A file beside ours, of another producer, is left alone.
+	other := filepath.Join(e.cdiDir, "nvidia.yaml")
+	os.WriteFile(other, []byte("kind: nvidia.com/gpu\n"), 0o644)
+
+	again := e.driver()
+	if err := unprepare(t, again, uid1, "two"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.specs(t); len(got) != 1 || got[0] != "nvidia.yaml" {
+		t.Errorf("CDI dir after unprepare = %v, want only nvidia.yaml", got)
+	}
+	cp, err := dra.LoadCheckpoint(e.ckpt)
+	if err != nil || len(cp.Claims) != 0 {
+		t.Errorf("checkpoint after unprepare = %+v, %v", cp, err)
+	}
+	// Unprepare is idempotent.
+	if err := unprepare(t, again, uid1, "two"); err != nil {
+		t.Errorf("second unprepare: %v", err)
+	}
+}
+
+func equalDevices(a, b []kubeletplugin.Device) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}
+
+// Unprepare removes only what prepare made: a file at the claim's spec
+// name that is not a claim spec stays, and the error says why.
+func TestUnprepareLeavesForeignFiles(t *testing.T) {
+	e := newEnv(t)
+	d := e.driver()
+	os.MkdirAll(e.cdiDir, 0o755)
+	path := filepath.Join(e.cdiDir, dra.SpecFile(uid2))
+	os.WriteFile(path, []byte(`{"cdiVersion":"0.5.0","kind":"nvidia.com/gpu","devices":[]}`), 0o644)
+	err := unprepare(t, d, uid2, "x")
+	if err == nil || err.Error() != "claim default/x: "+path+" is not a gpu.wsl-gpu-hook.dev/claim spec: not removing what the driver did not write" {
+		t.Errorf("unprepare = %v", err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("foreign file removed: %v", err)
+	}
+	os.Remove(path)
+	os.Symlink("/etc/passwd", path)
+	if err := unprepare(t, d, uid2, "x"); err == nil || !strings.Contains(err.Error(), "is not a regular file") {
+		t.Errorf("unprepare of a symlink = %v", err)
+	}
+	if _, err := os.Lstat(path); err != nil {
+		t.Errorf("symlink removed: %v", err)
+	}
+}
+
+// A corrupt checkpoint is replaced, not trusted: the driver starts empty
+// and still unprepares a claim it prepared before, by its spec's name.
+func TestCorruptCheckpoint(t *testing.T) {
+	e := newEnv(t)
+	if r := prepare(t, e.driver(), claim(uid1, "gpu", nvDev)); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	os.WriteFile(e.ckpt, []byte(`{"version":1,"driver":"gpu.wsl-gpu-hook.dev","claims":{"`+uid2+`":{}},"checksum":"sha256:00"}`), 0o600)
+	d := e.driver()
+	if err := unprepare(t, d, uid1, "gpu"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.specs(t); len(got) != 0 {
+		t.Errorf("CDI dir = %v, want empty", got)
+	}
+	if _, err := dra.LoadCheckpoint(e.ckpt); err != nil {
+		t.Errorf("checkpoint not replaced: %v", err)
+	}
+}
+
+// A second exclusive claim for a device another claim holds fails until
+// the first is unprepared, across a driver restart (the checkpoint holds
+// the first).
+func TestExclusive(t *testing.T) {
+	e := newEnv(t)
+	if r := prepare(t, e.driver(), claim(uid1, "first", nvDev)); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	d := e.driver()
+	r := prepare(t, d, claim(uid2, "second", nvDev))
+	if r.Err == nil || r.Err.Error() != "claim default/second: device "+nvDev+" is already prepared for claim default/first: one device serves one claim; to share it, let the pods reference one ResourceClaim" {
+		t.Errorf("second claim = %+v", r)
+	}
+	if err := unprepare(t, d, uid1, "first"); err != nil {
+		t.Fatal(err)
+	}
+	if r := prepare(t, d, claim(uid2, "second", nvDev)); r.Err != nil {
+		t.Errorf("second claim after the first's unprepare: %v", r.Err)
+	}
+}
+
+// A claim for an adapter whose folder vanished fails with one line and
+// writes nothing.
+func TestPrepareFolderVanished(t *testing.T) {
+	e := newEnv(t)
+	d := e.driver()
+	e.host.set(func(inv *driverstore.Inventory) {
+		a := &inv.Adapters[1]
+		a.Err = &driverstore.FolderError{Index: 1, LUID: a.LUID, Description: a.Description, Folder: a.Folder, DriversDir: inv.DriversDir, Err: fs.ErrNotExist}
+		a.Folder = ""
+	})
+	r := prepare(t, d, claim(uid1, "gpu", nvDev))
+	want := `claim default/gpu: adapter 1 (NVIDIA GeForce RTX 3060 Laptop GPU, LUID 0x4486d1): driver store folder "nvltwi.inf_amd64_7b2a5c1c4e6f8d90" was not found under /usr/lib/wsl/drivers: the Windows driver was probably updated while WSL was running: run wsl --shutdown`
+	if r.Err == nil || r.Err.Error() != want {
+		t.Errorf("prepare = %v\nwant %s", r.Err, want)
+	}
+	if got := e.specs(t); len(got) != 0 {
+		t.Errorf("CDI dir = %v, want empty", got)
+	}
+	if _, err := os.Stat(e.ckpt); !os.IsNotExist(err) {
+		t.Errorf("checkpoint written for a failed claim: %v", err)
+	}
+}
+
+type recorder struct {
+	mu  sync.Mutex
+	got []resourceslice.DriverResources
+}
+
+func (r *recorder) PublishResources(_ context.Context, res resourceslice.DriverResources) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, res)
+	return nil
+}
+
+// An adapter removed from the host republishes the pool with the device
+// tainted and reports it unhealthy to every health watcher.
+func TestRefreshRepublishesAndReportsHealth(t *testing.T) {
+	e := newEnv(t)
+	d := e.driver()
+	rec := &recorder{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := d.SetPublisher(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	reports := make(chan kubeletplugin.DeviceHealthReport)
+	go d.WatchHealthStatus(ctx, reports)
+	if r := <-reports; len(r.Devices) != 2 || r.Devices[1].Health != kubeletplugin.HealthStatusHealthy {
+		t.Fatalf("first report = %+v", r)
+	}
+	if changed, err := d.Refresh(ctx); changed || err != nil {
+		t.Errorf("Refresh with nothing changed = %v, %v", changed, err)
+	}
+	e.host.set(removeAdapter(1))
+	if changed, err := d.Refresh(ctx); !changed || err != nil {
+		t.Fatalf("Refresh after removal = %v, %v", changed, err)
+	}
+	if len(rec.got) != 2 {
+		t.Fatalf("published %d times, want 2", len(rec.got))
+	}
+	devs := rec.got[1].Pools[node].Slices[0].Devices
+	if len(devs) != 2 || devs[1].Name != nvDev || len(devs[1].Taints) != 1 || devs[1].Taints[0].Value != dra.ReasonGone {
+		t.Errorf("republished devices = %+v", devs)
+	}
+	select {
+	case r := <-reports:
+		if r.Devices[1].DeviceName != nvDev || r.Devices[1].Health != kubeletplugin.HealthStatusUnhealthy || !strings.Contains(r.Devices[1].Message, "the host no longer lists this adapter") {
+			t.Errorf("report after removal = %+v", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no health report after the removal")
+	}
+}

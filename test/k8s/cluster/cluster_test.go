@@ -1,0 +1,46 @@
+package cluster
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTwoNodes brings up the control plane and two nodes and runs a pod
+// on each through the scheduler: the pod network, kubectl logs through the
+// kubelets, and the kubernetes Service's address reached from a pod.
+func TestTwoNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a cluster")
+	}
+	c := Start(t, Options{Nodes: []NodeSpec{{Name: "a", Profile: "nvidia-laptop"}, {Name: "b"}}})
+	if out := c.MustKubectl("version", "-o", "json"); !strings.Contains(out, `"gitVersion": "v1.37.2"`) {
+		t.Errorf("kubectl version does not say v1.37.2:\n%s", out)
+	}
+	for _, node := range []string{"a", "b"} {
+		c.Apply(`apiVersion: v1
+kind: Pod
+metadata: {name: hello-` + node + `}
+spec:
+  nodeName: ` + node + `
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: ` + TestImage + `
+    imagePullPolicy: Never
+    command: ["sh", "-c", "ip -4 addr show eth0 | grep -o 'inet [0-9.]*'; nc -z -w 5 ` + ServiceIP + ` 443 && echo api-reachable; echo hello from $(hostname)"]
+`)
+	}
+	for _, node := range []string{"a", "b"} {
+		c.WaitFor(2*time.Minute, "pod hello-"+node+" to succeed", func() bool {
+			out, _ := c.Kubectl("get", "pod", "hello-"+node, "-o", "jsonpath={.status.phase}")
+			return out == "Succeeded"
+		})
+		out := c.MustKubectl("logs", "hello-"+node)
+		for _, want := range []string{"inet 10.244.", "api-reachable", "hello from hello-" + node} {
+			if !strings.Contains(out, want) {
+				t.Errorf("pod on node %s: logs lack %q:\n%s", node, want, out)
+			}
+		}
+	}
+}

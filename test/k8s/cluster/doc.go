@@ -1,0 +1,34 @@
+// Package cluster runs a real Kubernetes cluster on one machine for tests:
+// etcd 3.7, kube-apiserver, kube-scheduler and kube-controller-manager
+// v1.37.2 on the host (the API server on a bridge the nodes reach), and
+// nodes that are each a kubelet and a containerd 2.4 in their own network
+// namespace and private mount namespace, with private /run, /var/lib,
+// /var/log and /etc, their own cgroup root and, for a node with a
+// simulated WSL host profile, its own /dev/dxg (test/dxgsim) and
+// /usr/lib/wsl (test/fixture). Nothing a node does reaches the machine:
+// hostPath volumes, CNI state, kubelet state and CDI specs all land in the
+// node's private mounts.
+//
+// Binaries come from hack/kube/build.sh (one multicall binary: the control
+// plane, kubelet, kubectl, etcd, helm; and the CNI plugins) and
+// hack/engines/build.sh (containerd), both cached by version under
+// /var/cache/wsl-gpu-hook-e2e: the first run builds Kubernetes (11-21
+// minutes on 2 cores), later ones reuse it.
+//
+// Use:
+//
+//	c := cluster.Start(t, cluster.Options{Nodes: []cluster.NodeSpec{
+//		{Name: "laptop", Profile: "nvidia-laptop"},
+//		{Name: "desktop", Profile: "amd-desktop"},
+//	}, Images: []string{"my-image.tar"}})
+//	c.Apply(manifest)
+//	out := c.MustKubectl("logs", "pod/x")
+//
+// Every node has PauseImage and TestImage (busybox, glibc, cudaprobe). Pods
+// get a bridge network per node (10.244.N.0/24) with no cross-node
+// routes, no DNS and no kube-proxy; each node forwards the kubernetes
+// Service's address (ServiceIP:443) to the API server, so in-cluster
+// clients work. Node.Restart restarts a node's containerd or kubelet;
+// Node.Exec runs a command inside the node. Everything stops and is removed
+// in the test's cleanup (K8S_TEST_KEEP=1 keeps the dir and its logs).
+package cluster

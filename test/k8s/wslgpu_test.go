@@ -1,0 +1,402 @@
+package k8s
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/k8s/cluster"
+)
+
+const (
+	ns    = "wsl-gpu-hook"
+	chart = "../../deploy/helm/wsl-gpu-hook"
+	image = "localhost/wsl-gpu-hook:e2e"
+	// The simulated hosts' driver folders.
+	nvidiaFolder = "nvltwi.inf_amd64_7b2a5c1c4e6f8d90"
+	amdFolder    = "u0398975.inf_amd64_cab3843582148687"
+	updated      = "nvltwi.inf_amd64_00000000c0ffee01"
+)
+
+// makeImage runs `make image` into dir and returns the archive.
+func makeImage(t *testing.T, dir string) string {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("make", "-s", "image", "BIN="+dir, "IMAGE="+image)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make image: %v\n%s", err, out)
+	}
+	return filepath.Join(dir, "wsl-gpu-hook-image.tar")
+}
+
+// gpuScript is what a GPU workload checks and prints, then sleeps.
+const gpuScript = `: <> /dev/dxg && echo dxg-open
+ls /usr/lib/wsl/drivers | sed 's/^/folder /'
+cudaprobe
+touch /usr/lib/wsl/lib/x 2>/dev/null && echo LIB-WRITABLE || echo lib-readonly
+echo checks-done
+exec sleep 3600`
+
+func podSpec(resource string, n int) string {
+	return `      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        image: ` + cluster.TestImage + `
+        imagePullPolicy: Never
+        command: ["sh", "-c", ` + strconv.Quote(gpuScript) + `]
+        resources:
+          limits: {` + resource + `: ` + strconv.Itoa(n) + `}
+`
+}
+
+func deployment(name, resource string, replicas int) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: %[1]s}
+spec:
+  replicas: %[2]d
+  selector: {matchLabels: {app: %[1]s}}
+  template:
+    metadata: {labels: {app: %[1]s}}
+    spec:
+%[3]s`, name, replicas, podSpec(resource, 1))
+}
+
+func pod(name, resource string, n int) string {
+	spec := strings.ReplaceAll(podSpec(resource, n), "\n      ", "\n  ")
+	return fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: %s}\nspec:\n  restartPolicy: Never\n%s", name, strings.TrimPrefix(spec, "    "))
+}
+
+// checkCUDA asserts what a user checks inside the container.
+func checkCUDA(t *testing.T, out, folder string) {
+	t.Helper()
+	for _, want := range []string{"dxg-open", "cudaprobe: loaded /usr/lib/wsl/lib/libcuda.so.1", "cudaprobe: cuInit(0) = 0", "lib-readonly", "folder " + folder + "\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("container output lacks %q:\n%s", want, out)
+		}
+	}
+	if c := strings.Count(out, "folder "); c != 1 {
+		t.Errorf("%d driver folders in the container, want only %s:\n%s", c, folder, out)
+	}
+}
+
+type tc struct {
+	*testing.T
+	c *cluster.Cluster
+}
+
+func (x tc) allocatable(node, resource string) string {
+	out, _ := x.c.Kubectl("get", "node", node, "-o", "jsonpath={.status.allocatable."+strings.ReplaceAll(resource, ".", `\.`)+"}")
+	return out
+}
+
+func (x tc) label(node, key string) string {
+	out, _ := x.c.Kubectl("get", "node", node, "-o", "jsonpath={.metadata.labels."+strings.ReplaceAll(key, ".", `\.`)+"}")
+	return out
+}
+
+func (x tc) waitAllocatable(node, resource, want string) {
+	x.Helper()
+	x.c.WaitFor(3*time.Minute, fmt.Sprintf("node %s allocatable %s = %q", node, resource, want), func() bool {
+		return x.allocatable(node, resource) == want
+	})
+}
+
+// pods returns the names of the pods with label selector sel.
+func (x tc) pods(sel string) []string {
+	out, _ := x.c.Kubectl("get", "pods", "-l", sel, "-o", "jsonpath={.items[*].metadata.name}")
+	return strings.Fields(out)
+}
+
+func (x tc) field(pod, path string) string {
+	out, _ := x.c.Kubectl("get", "pod", pod, "-o", "jsonpath="+path)
+	return out
+}
+
+// waitChecks waits until pod has printed its checks and returns its log.
+func (x tc) waitChecks(pod string) string {
+	x.Helper()
+	var out string
+	x.c.WaitFor(3*time.Minute, "pod "+pod+" to run its checks", func() bool {
+		if r := x.field(pod, "{.status.containerStatuses[0].state.waiting.reason}"); r == "CreateContainerError" || r == "RunContainerError" {
+			x.Fatalf("pod %s: %s: %s", pod, r, x.field(pod, "{.status.containerStatuses[0].state.waiting.message}"))
+		}
+		out, _ = x.c.Kubectl("logs", pod)
+		return strings.Contains(out, "checks-done")
+	})
+	return out
+}
+
+// pluginPod is the chart's pod on node.
+func (x tc) pluginPod(node string) string {
+	out, _ := x.c.Kubectl("-n", ns, "get", "pods", "-l", "app.kubernetes.io/name=wsl-gpu-hook",
+		"--field-selector", "spec.nodeName="+node, "-o", "jsonpath={.items[*].metadata.name}")
+	return out
+}
+
+func (x tc) nodeFiles(n *cluster.Node) string {
+	out, _ := n.Exec("sh", "-c", "ls -a /var/lib/wsl-gpu-hook /var/run/cdi /var/lib/kubelet/device-plugins 2>&1; true")
+	return out
+}
+
+// TestWSLGPU installs the chart on a four-node cluster (the NVIDIA laptop,
+// an AMD desktop, an Intel host with an NPU, and a WSL node without
+// /dev/dxg) and runs the cases a user would.
+func TestWSLGPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a cluster")
+	}
+	scratch := t.TempDir()
+	archive := makeImage(t, scratch)
+	folders := filepath.Join(scratch, "laptop-folders")
+	c := cluster.Start(t, cluster.Options{Images: []string{archive}, Nodes: []cluster.NodeSpec{
+		{Name: "laptop", Profile: "nvidia-laptop", DxgsimArgs: []string{"--folder-file", folders}},
+		{Name: "amd", Profile: "amd-desktop"},
+		{Name: "npu", Profile: "intel-npu"},
+		{Name: "nodxg", Profile: "nvidia-laptop", NoDxg: true},
+	}})
+	x := tc{t, c}
+	before := map[string]string{}
+	for _, n := range c.Nodes() {
+		before[n.Spec.Name] = x.nodeFiles(n)
+	}
+
+	t.Run("helm lint and template", func(t *testing.T) {
+		if out, err := c.Helm("lint", chart); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		out, err := c.Helm("template", "wsl-gpu-hook", chart, "-n", ns, "--set", "image.tag=e2e")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"kind: DaemonSet", "image: " + image, "--node-root=/host", "nvidia_resource = \"nvidia.com/gpu\""} {
+			if !strings.Contains(out, want) {
+				t.Errorf("rendered chart lacks %q", want)
+			}
+		}
+		if _, err := c.Helm("template", "x", chart, "--set", "resources.nvidia=not a name"); err == nil || !strings.Contains(err.Error(), "is not an extended resource name") {
+			t.Errorf("a bad resource name rendered: %v", err)
+		}
+		if _, err := c.Helm("template", "x", chart, "--set", "sharing.replicasPerAdapter=0"); err == nil || !strings.Contains(err.Error(), "replicasPerAdapter must be 1 to 64") {
+			t.Errorf("replicasPerAdapter 0 rendered: %v", err)
+		}
+	})
+
+	if out, err := c.Helm("install", "wsl-gpu-hook", chart, "-n", ns, "--create-namespace",
+		"--set", "image.tag=e2e", "--set", "interval=2s", "--wait", "--timeout", "5m"); err != nil {
+		t.Fatalf("helm install: %v\n%s\n%s", err, out, c.Diagnose())
+	}
+
+	t.Run("each node advertises its adapters", func(t *testing.T) {
+		x := tc{t, c}
+		x.waitAllocatable("laptop", "nvidia.com/gpu", "1")
+		x.waitAllocatable("laptop", "gpu.intel.com/dxg", "1")
+		x.waitAllocatable("amd", "amd.com/gpu", "1")
+		// The NPU is not a GPU (it used to be counted: gpu.intel.com/dxg 2).
+		x.waitAllocatable("npu", "gpu.intel.com/dxg", "1")
+		x.waitAllocatable("npu", "wsl-gpu-hook.dev/npu", "1")
+		c.WaitFor(time.Minute, "the laptop's GPU labels", func() bool {
+			return x.label("laptop", "wsl-gpu-hook.dev/nvidia.count") == "1"
+		})
+		for k, v := range map[string]string{"wsl-gpu-hook.dev/wsl": "true", "wsl-gpu-hook.dev/vendors": "intel.nvidia",
+			"wsl-gpu-hook.dev/nvidia.wddm": "3.0", "wsl-gpu-hook.dev/compute-only": "false", "wsl-gpu-hook.dev/nvidia.driver": nvidiaFolder} {
+			if got := x.label("laptop", k); got != v {
+				t.Errorf("laptop label %s = %q, want %q", k, got, v)
+			}
+		}
+		c.WaitFor(time.Minute, "the npu node's labels", func() bool { return x.label("npu", "wsl-gpu-hook.dev/compute-only") == "true" })
+		for _, r := range []string{"nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/dxg"} {
+			if got := x.allocatable("nodxg", r); got != "" {
+				t.Errorf("node without /dev/dxg: allocatable %s = %q", r, got)
+			}
+		}
+	})
+
+	t.Run("node without /dev/dxg runs the plugin and says why once", func(t *testing.T) {
+		x := tc{t, c}
+		p := x.pluginPod("nodxg")
+		c.WaitFor(2*time.Minute, "the plugin on nodxg running", func() bool { return x.field(p, "{.status.phase}") == "Running" })
+		time.Sleep(5 * time.Second) // a few intervals
+		out, _ := c.Kubectl("-n", ns, "logs", p, "-c", "plugin")
+		if n := strings.Count(out, "no GPU adapters can be listed"); n != 1 {
+			t.Errorf("the plugin said why %d times, want once:\n%s", n, out)
+		}
+		if !strings.Contains(out, "/dev/dxg") {
+			t.Errorf("the plugin's reason does not name /dev/dxg:\n%s", out)
+		}
+	})
+
+	t.Run("Deployment with nvidia.com/gpu runs CUDA on the laptop", func(t *testing.T) {
+		x := tc{t, c}
+		c.Apply(deployment("cuda", "nvidia.com/gpu", 1))
+		c.WaitFor(2*time.Minute, "a cuda pod", func() bool { return len(x.pods("app=cuda")) == 1 })
+		p := x.pods("app=cuda")[0]
+		out := x.waitChecks(p)
+		checkCUDA(t, out, nvidiaFolder)
+		if node := x.field(p, "{.spec.nodeName}"); node != "laptop" {
+			t.Errorf("the cuda pod runs on %s, want laptop", node)
+		}
+		if logs := c.MustKubectl("logs", "deploy/cuda"); !strings.Contains(logs, "cuInit(0) = 0") {
+			t.Errorf("kubectl logs deploy/cuda:\n%s", logs)
+		}
+	})
+
+	t.Run("amd.com/gpu lands on the AMD node", func(t *testing.T) {
+		x := tc{t, c}
+		c.Apply(pod("rocm", "amd.com/gpu", 1))
+		out := x.waitChecks("rocm")
+		if node := x.field("rocm", "{.spec.nodeName}"); node != "amd" {
+			t.Errorf("the amd pod runs on %s", node)
+		}
+		for _, want := range []string{"dxg-open", "folder " + amdFolder + "\n", "lib-readonly"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("amd pod output lacks %q:\n%s", want, out)
+			}
+		}
+		c.MustKubectl("delete", "pod", "rocm", "--wait=false")
+	})
+
+	t.Run("more GPUs than the cluster has stays Pending", func(t *testing.T) {
+		x := tc{t, c}
+		c.Apply(pod("greedy", "nvidia.com/gpu", 2))
+		var msg string
+		c.WaitFor(time.Minute, "the scheduler's verdict on greedy", func() bool {
+			msg = x.field("greedy", `{.status.conditions[?(@.type=="PodScheduled")].message}`)
+			return msg != ""
+		})
+		if reason := x.field("greedy", `{.status.conditions[?(@.type=="PodScheduled")].reason}`); reason != "Unschedulable" || !strings.Contains(msg, "Insufficient nvidia.com/gpu") {
+			t.Errorf("greedy: %s: %s", reason, msg)
+		}
+		t.Logf("scheduler: %s", msg)
+		c.MustKubectl("delete", "pod", "greedy", "--wait=false")
+	})
+
+	t.Run("sharing: N pods share one adapter, the N+1st waits", func(t *testing.T) {
+		x := tc{t, c}
+		c.MustKubectl("scale", "deploy/cuda", "--replicas=0")
+		c.WaitFor(time.Minute, "cuda scaled to 0", func() bool { return len(x.pods("app=cuda")) == 0 })
+		if out, err := c.Helm("upgrade", "wsl-gpu-hook", chart, "-n", ns, "--reuse-values", "--set", "sharing.replicasPerAdapter=2", "--wait", "--timeout", "3m"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		x.waitAllocatable("laptop", "nvidia.com/gpu", "2")
+		c.MustKubectl("scale", "deploy/cuda", "--replicas=3")
+		var running, pending []string
+		c.WaitFor(3*time.Minute, "2 cuda pods running and 1 pending", func() bool {
+			running, pending = nil, nil
+			for _, p := range x.pods("app=cuda") {
+				switch x.field(p, "{.status.phase}") {
+				case "Running":
+					if out, _ := c.Kubectl("logs", p); strings.Contains(out, "checks-done") {
+						running = append(running, p)
+					}
+				case "Pending":
+					if strings.Contains(x.field(p, `{.status.conditions[?(@.type=="PodScheduled")].message}`), "Insufficient nvidia.com/gpu") {
+						pending = append(pending, p)
+					}
+				}
+			}
+			return len(running) == 2 && len(pending) == 1
+		})
+		for _, p := range running {
+			out, _ := c.Kubectl("logs", p)
+			checkCUDA(t, out, nvidiaFolder)
+		}
+		c.MustKubectl("scale", "deploy/cuda", "--replicas=2")
+		c.WaitFor(time.Minute, "2 cuda pods", func() bool { return len(x.pods("app=cuda")) == 2 })
+	})
+
+	// What the running GPU pods must survive.
+	state := func() string {
+		var b strings.Builder
+		for _, p := range x.pods("app=cuda") {
+			fmt.Fprintf(&b, "%s %s %s %s\n", p, x.field(p, "{.status.phase}"), x.field(p, "{.status.containerStatuses[0].containerID}"), x.field(p, "{.status.containerStatuses[0].restartCount}"))
+		}
+		return b.String()
+	}
+	t.Run("restarts: plugin pod, kubelet, containerd", func(t *testing.T) {
+		x := tc{t, c}
+		laptop := c.Node("laptop")
+		want := state()
+		if strings.Count(want, " Running ") != 2 {
+			t.Fatalf("cuda pods before the restarts:\n%s", want)
+		}
+		for _, step := range []struct {
+			name string
+			do   func() error
+		}{
+			{"plugin pod deleted", func() error {
+				_, err := c.Kubectl("-n", ns, "delete", "pod", x.pluginPod("laptop"))
+				return err
+			}},
+			{"kubelet restarted", func() error { return laptop.Restart("kubelet") }},
+			{"containerd restarted", func() error { return laptop.Restart("containerd") }},
+		} {
+			if err := step.do(); err != nil {
+				t.Fatalf("%s: %v", step.name, err)
+			}
+			c.WaitFor(2*time.Minute, step.name+": laptop Ready with nvidia.com/gpu back", func() bool {
+				ready, _ := c.Kubectl("get", "node", "laptop", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+				p := x.pluginPod("laptop")
+				return ready == "True" && p != "" && x.field(p, `{.status.conditions[?(@.type=="Ready")].status}`) == "True" &&
+					x.allocatable("laptop", "nvidia.com/gpu") == "2"
+			})
+			if got := state(); got != want {
+				t.Errorf("%s: the GPU pods changed:\n%s\nwant\n%s", step.name, got, want)
+			}
+		}
+		// The resource is usable again, not just counted.
+		c.Apply(pod("after-restarts", "nvidia.com/gpu", 1))
+		c.WaitFor(2*time.Minute, "after-restarts pending for want of a GPU", func() bool {
+			return strings.Contains(x.field("after-restarts", `{.status.conditions[?(@.type=="PodScheduled")].message}`), "Insufficient nvidia.com/gpu")
+		})
+		c.MustKubectl("scale", "deploy/cuda", "--replicas=1")
+		checkCUDA(t, x.waitChecks("after-restarts"), nvidiaFolder)
+		c.MustKubectl("delete", "pod", "after-restarts", "--wait=false")
+	})
+
+	t.Run("Windows driver update under running pods", func(t *testing.T) {
+		x := tc{t, c}
+		laptop := c.Node("laptop")
+		drivers := filepath.Join(laptop.HostTree, "usr/lib/wsl/drivers")
+		if err := os.Rename(filepath.Join(drivers, nvidiaFolder), filepath.Join(drivers, updated)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(folders, []byte("1="+updated+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c.Apply(pod("after-update", "nvidia.com/gpu", 1))
+		checkCUDA(t, x.waitChecks("after-update"), updated)
+		if got := strings.Count(state(), " Running "); got != 1 {
+			t.Errorf("the pod started before the update stopped running:\n%s", state())
+		}
+		c.MustKubectl("delete", "pod", "after-update", "--wait=false")
+	})
+
+	t.Run("helm uninstall leaves nothing on the nodes", func(t *testing.T) {
+		x := tc{t, c}
+		c.MustKubectl("delete", "deploy/cuda")
+		if out, err := c.Helm("uninstall", "wsl-gpu-hook", "-n", ns, "--wait", "--timeout", "3m"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		c.WaitFor(2*time.Minute, "the plugin pods gone", func() bool {
+			out, _ := c.Kubectl("-n", ns, "get", "pods", "-o", "name")
+			return out == ""
+		})
+		if out := c.MustKubectl("get", "nodes", "-o", "jsonpath={.items[*].metadata.labels}"); strings.Contains(out, "wsl-gpu-hook.dev/nvidia") {
+			t.Errorf("GPU labels left after uninstall: %s", out)
+		}
+		for _, n := range c.Nodes() {
+			if got := x.nodeFiles(n); got != before[n.Spec.Name] {
+				t.Errorf("node %s after uninstall:\n%s\nbefore install:\n%s", n.Spec.Name, got, before[n.Spec.Name])
+			}
+		}
+	})
+}
