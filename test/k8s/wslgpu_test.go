@@ -137,8 +137,10 @@ func (x tc) waitChecks(pod string) string {
 	x.Helper()
 	var out string
 	x.wait(3*time.Minute, "pod "+pod+" to run its checks", func() bool {
-		if r := x.field(pod, "{.status.containerStatuses[0].state.waiting.reason}"); r == "CreateContainerError" || r == "RunContainerError" {
-			x.Fatalf("pod %s: %s: %s", pod, r, x.field(pod, "{.status.containerStatuses[0].state.waiting.message}"))
+		switch r := x.field(pod, "{.status.containerStatuses[0].state.waiting.reason}"); r {
+		case "CreateContainerError", "RunContainerError", "StartError", "CrashLoopBackOff":
+			x.Fatalf("pod %s: %s: %s %s", pod, r, x.field(pod, "{.status.containerStatuses[0].state.waiting.message}"),
+				x.field(pod, "{.status.containerStatuses[0].lastState.terminated.message}"))
 		}
 		out, _ = x.c.Kubectl("logs", pod)
 		return strings.Contains(out, "checks-done")
