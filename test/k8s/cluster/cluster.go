@@ -197,15 +197,21 @@ func (c *Cluster) Helm(args ...string) (string, error) {
 // fails the test with the control plane's and nodes' last log lines.
 func (c *Cluster) WaitFor(d time.Duration, what string, cond func() bool) {
 	c.t.Helper()
+	c.Wait(c.t, d, what, cond)
+}
+
+// Wait is WaitFor failing t, for subtests.
+func (c *Cluster) Wait(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
 		for _, p := range c.procs {
 			if !p.Running() {
-				c.t.Fatalf("waiting for %s: %s exited:\n%s", what, p.Name, tail(p.Log(), 40))
+				t.Fatalf("waiting for %s: %s exited:\n%s", what, p.Name, tail(p.Log(), 40))
 			}
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out after %s waiting for %s\n%s", d, what, c.Diagnose())
+			t.Fatalf("timed out after %s waiting for %s\n%s", d, what, c.Diagnose())
 		}
 		time.Sleep(250 * time.Millisecond)
 	}

@@ -28,7 +28,7 @@ spec:
   - name: main
     image: ` + TestImage + `
     imagePullPolicy: Never
-    command: ["sh", "-c", "ip -4 addr show eth0 | grep -o 'inet [0-9.]*'; nc -z -w 5 ` + ServiceIP + ` 443 && echo api-reachable; echo hello from $(hostname)"]
+    command: ["sh", "-c", "ip -4 addr show eth0 | grep -o 'inet [0-9.]*'; nc -w 3 ` + ServiceIP + ` 443 </dev/null 2>/tmp/e; if [ -s /tmp/e ]; then cat /tmp/e; else echo api-reachable; fi; echo hello from $(hostname)"]
 `)
 	}
 	for _, node := range []string{"a", "b"} {

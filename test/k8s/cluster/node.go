@@ -81,7 +81,7 @@ func (n *Node) start() error {
 	os.WriteFile(filepath.Join(n.Dir, "hold"), nil, 0o644)
 	var prefix []string
 	switch {
-	case n.Spec.Profile != "" && !n.Spec.NoDxg:
+	case n.Spec.Profile != "":
 		prefix = append([]string{c.Bins.Dxgsim, "--profile", n.Spec.Profile, "--bind-host", n.HostTree}, n.Spec.DxgsimArgs...)
 		prefix = append(prefix, "--")
 	default:
@@ -136,6 +136,11 @@ func (n *Node) script() string {
 	q := func(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 	D := q(n.Dir)
 	fmt.Fprintf(&b, "set -e\nD=%s\necho $$ > $D/sh.pid\nmount --make-rprivate /\n", D)
+	if n.Spec.NoDxg {
+		// dxgsim's /dev is an overlay private to the node: the node
+		// keeps /usr/lib/wsl and loses /dev/dxg, as WSL with GPU off.
+		b.WriteString("rm /dev/dxg\n")
+	}
 	b.WriteString("for d in /run /var/lib /var/log; do mount -t tmpfs -o mode=755 tmpfs $d; done\n")
 	b.WriteString("mount -t tmpfs tmpfs $D/priv\nmkdir -p $D/priv/etc $D/priv/etc-work\n")
 	b.WriteString("mount -t overlay overlay -o lowerdir=/etc,upperdir=$D/priv/etc,workdir=$D/priv/etc-work /etc\n")
