@@ -264,6 +264,45 @@ func TestWSLGPU(t *testing.T) {
 		}
 	})
 
+	t.Run("the plugin serves the laptop's GPU metrics", func(t *testing.T) {
+		x := tc{t, c}
+		p := x.pluginPod("laptop")
+		ip := x.nsField(p, "{.status.podIP}")
+		if svc, _ := c.Kubectl("-n", ns, "get", "service", "wsl-gpu-hook-metrics", "-o", "jsonpath={.spec.clusterIP} {.spec.ports[0].port}"); svc != "None 9835" {
+			t.Errorf("metrics service: %q, want headless on 9835", svc)
+		}
+		laptop := c.Node("laptop")
+		scrape := func() string {
+			out, err := laptop.Exec("busybox", "wget", "-q", "-O", "-", "http://"+ip+":9835/metrics")
+			if err != nil {
+				t.Fatalf("scrape %s: %v\n%s", ip, err, out)
+			}
+			return out
+		}
+		scrape() // busy ratios are measured between two reads of an engine
+		time.Sleep(2 * time.Second)
+		out := scrape()
+		// The simulated laptop's modelled load: its RTX keeps compute 75%
+		// busy, and has 6 GiB of local memory.
+		for _, want := range []string{
+			`wsl_gpu_adapter_info{adapter="1",description="NVIDIA GeForce RTX 3060 Laptop GPU",driver_version="32.0.15.6094",luid="0x4486d1",vendor="nvidia"} 1`,
+			`wsl_gpu_memory_total_bytes{adapter="1",group="local",luid="0x4486d1"} 6.442450944e+09`,
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("metrics lack %s:\n%s", want, out)
+			}
+		}
+		var busy float64
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, `wsl_gpu_engine_busy_ratio{adapter="1",kind="compute"`) {
+				fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &busy)
+			}
+		}
+		if busy < 0.7 || busy > 0.8 {
+			t.Errorf("laptop compute busy ratio %v, want the modelled 0.75:\n%s", busy, out)
+		}
+	})
+
 	t.Run("amd.com/gpu lands on the AMD node", func(t *testing.T) {
 		x := tc{t, c}
 		c.Apply(pod("rocm", "amd.com/gpu", 1))
