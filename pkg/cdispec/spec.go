@@ -118,16 +118,21 @@ func Generate(inv *driverstore.Inventory, opt Options) ([]*cdi.Spec, error) {
 	}
 
 	for _, s := range specs {
-		v, err := cdi.MinimumRequiredVersion(s)
-		if err != nil {
-			return nil, fmt.Errorf("CDI version: %w", err)
-		}
-		s.Version = v
-		if err := Validate(s); err != nil {
+		if err := finish(s); err != nil {
 			return nil, err
 		}
 	}
 	return specs, nil
+}
+
+// finish sets the lowest CDI version that holds s and validates it.
+func finish(s *cdi.Spec) error {
+	v, err := cdi.MinimumRequiredVersion(s)
+	if err != nil {
+		return fmt.Errorf("CDI version: %w", err)
+	}
+	s.Version = v
+	return Validate(s)
 }
 
 // newSpec has the edits every device of a kind shares: the node and the

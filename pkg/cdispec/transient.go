@@ -1,8 +1,6 @@
 package cdispec
 
 import (
-	"fmt"
-
 	cdi "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiselect"
@@ -20,18 +18,14 @@ type Named struct {
 // specs (the node, the lib dir) and Generate's devices (a selection
 // variable and the hook that takes the selection as its argument), so it
 // too names no driver store folder, survives a driver update and works in
-// pods with a user namespace of their own. inv gives the vendor stacks' extra edits, as Generate does.
+// pods with a user namespace of their own. inv gives the vendor stacks'
+// extra edits, as Generate does.
 func Transient(kind string, devices []Named, inv *driverstore.Inventory, opt Options) (*cdi.Spec, error) {
 	s := newSpec(kind, opt)
 	for _, d := range devices {
 		s.Devices = append(s.Devices, device(kind, d.Name, d.Selection, inv, opt))
 	}
-	v, err := cdi.MinimumRequiredVersion(s)
-	if err != nil {
-		return nil, fmt.Errorf("CDI version: %w", err)
-	}
-	s.Version = v
-	if err := Validate(s); err != nil {
+	if err := finish(s); err != nil {
 		return nil, err
 	}
 	return s, nil
