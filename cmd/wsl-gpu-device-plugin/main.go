@@ -48,9 +48,6 @@ import (
 // version is set by the Makefile at link time.
 var version = "dev"
 
-// configEnv names a config file, as for the hook.
-const configEnv = "WSL_GPU_HOOK_CONFIG"
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -63,7 +60,7 @@ func main() {
 func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("wsl-gpu-device-plugin", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "configuration file (default $"+configEnv+", else "+config.DefaultPath+")")
+	cfgPath := fs.String("config", "", "configuration file (default $"+config.Env+", else "+config.DefaultPath+")")
 	pluginDir := fs.String("plugin-dir", "/var/lib/kubelet/device-plugins", "the kubelet's device plugin `dir` (holds kubelet.sock)")
 	interval := fs.Duration("interval", 30*time.Second, "re-list the adapters this often")
 	features := fs.String("feature-file", deviceplugin.DefaultFeatureFile, "node-feature-discovery feature `file` to keep current; \"\" writes none")
@@ -82,14 +79,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "wsl-gpu-device-plugin %s\n", version)
 		return nil
 	}
-	path, explicit := *cfgPath, *cfgPath != ""
-	if !explicit {
-		path, explicit = os.Getenv(configEnv), true
-	}
-	if path == "" {
-		path, explicit = config.DefaultPath, false
-	}
-	cfg, err := config.Load(path, explicit)
+	cfg, err := config.Load(config.Find(*cfgPath, os.Getenv))
 	if err != nil {
 		return fmt.Errorf("%w: fix the configuration file", err)
 	}

@@ -42,9 +42,6 @@ import (
 // version is set by the Makefile at link time.
 var version = "dev"
 
-// configEnv names a config file, as for the hook.
-const configEnv = "WSL_GPU_HOOK_CONFIG"
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -57,7 +54,7 @@ func main() {
 func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("wsl-gpu-dra-driver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "configuration file (default $"+configEnv+", else "+config.DefaultPath+")")
+	cfgPath := fs.String("config", "", "configuration file (default $"+config.Env+", else "+config.DefaultPath+")")
 	nodeName := fs.String("node-name", os.Getenv("NODE_NAME"), "this node's name: the pool's name (default $NODE_NAME)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig `file`; \"\" uses the in-cluster service account")
 	pluginDir := fs.String("plugin-dir", filepath.Join(kubeletplugin.KubeletPluginsDir, dra.DriverName), "`dir` of the DRA socket and the checkpoint")
@@ -79,14 +76,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if *nodeName == "" {
 		return errors.New("no node name: pass --node-name or set NODE_NAME (the chart sets it from spec.nodeName)")
 	}
-	path, explicit := *cfgPath, *cfgPath != ""
-	if !explicit {
-		path, explicit = os.Getenv(configEnv), true
-	}
-	if path == "" {
-		path, explicit = config.DefaultPath, false
-	}
-	cfg, err := config.Load(path, explicit)
+	cfg, err := config.Load(config.Find(*cfgPath, os.Getenv))
 	if err != nil {
 		return fmt.Errorf("%w: fix the configuration file", err)
 	}
