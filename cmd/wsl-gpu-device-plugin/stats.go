@@ -16,11 +16,16 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
 )
 
-// serveMetrics serves gpumetrics at addr until ctx ends.
+// serveMetrics serves gpumetrics at addr until ctx ends. A node whose
+// device does not open (no /dev/dxg: a WSL node without a GPU, or not WSL)
+// serves none and says why once: the plugin still runs there, advertising
+// nothing, as the chart deploys it on every node. An address that cannot
+// be listened on is an error.
 func serveMetrics(ctx context.Context, device, addr string, log *slog.Logger) (func(), error) {
 	s, err := gpustats.Open(gpustats.Options{Device: device, ProcessRescan: 10 * time.Second})
 	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
+		log.Warn("serving no GPU metrics: the device does not open", "err", err)
+		return func() {}, nil
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(gpumetrics.New(s))
