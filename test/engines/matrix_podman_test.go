@@ -53,6 +53,24 @@ var podmanColumns = []podmanColumn{
 	{name: "podman 5.4 + runc 1.5 (Go module)", world: trixie, runtime: func(t *testing.T, m *matrix) string { return filepath.Join(m.engine(t, "runc"), "runc") }},
 }
 
+// podman is the podman command line of the column's every call: storage
+// under dir, the column's runtime, and a hooks.d dir in dir holding the
+// shipped hooks.d file.
+func (col podmanColumn) podman(t *testing.T, m *matrix, dir string) []string {
+	t.Helper()
+	hooksDir := filepath.Join(dir, "hooks.d")
+	if err := os.MkdirAll(hooksDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(hooksDir, "wsl-gpu-hook.json"), shippedHooksFile(t, m.e.hook, m.config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"podman",
+		"--root", filepath.Join(dir, "storage"), "--runroot", "/run/podman-test",
+		"--runtime", col.runtime(t, m), "--cgroup-manager", "cgroupfs", "--events-backend", "none",
+		"--hooks-dir", hooksDir}
+}
+
 // TestMatrixPodman runs every podman request form on each podman column.
 func TestMatrixPodman(t *testing.T) {
 	m := setupMatrix(t)
@@ -61,18 +79,7 @@ func TestMatrixPodman(t *testing.T) {
 	for _, col := range podmanColumns {
 		t.Run(col.name, func(t *testing.T) {
 			w := col.world(t, m)
-			dir := shortTemp(t, "wgm-podman-")
-			hooksDir := filepath.Join(dir, "hooks.d")
-			if err := os.MkdirAll(hooksDir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(hooksDir, "wsl-gpu-hook.json"), shippedHooksFile(t, e.hook, m.config), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			base := []string{"podman",
-				"--root", filepath.Join(dir, "storage"), "--runroot", "/run/podman-test",
-				"--runtime", col.runtime(t, m), "--cgroup-manager", "cgroupfs", "--events-backend", "none",
-				"--hooks-dir", hooksDir}
+			base := col.podman(t, m, shortTemp(t, "wgm-podman-"))
 			if out, err := m.runIn(t, w, append(append([]string{}, base...), "version", "--format", "{{.Client.Version}}")...); err != nil {
 				t.Fatalf("podman version: %v\n%s", err, out)
 			} else {

@@ -96,17 +96,7 @@ func TestMatrixUsernsPodman(t *testing.T) {
 			if err := os.Chmod(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			hooksDir := filepath.Join(dir, "hooks.d")
-			if err := os.MkdirAll(hooksDir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(hooksDir, "wsl-gpu-hook.json"), shippedHooksFile(t, e.hook, m.config), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			base := []string{"podman",
-				"--root", filepath.Join(dir, "storage"), "--runroot", "/run/podman-test",
-				"--runtime", col.runtime(t, m), "--cgroup-manager", "cgroupfs", "--events-backend", "none",
-				"--hooks-dir", hooksDir}
+			base := col.podman(t, m, dir)
 			// --userns=auto sizes the namespace from the image: an image
 			// in podman's storage, not --rootfs.
 			if out, err := m.runIn(t, w, append(append([]string{}, base...), "import", e.imgTar, "wslgpu-test")...); err != nil {
