@@ -43,6 +43,34 @@ type containerdColumn struct {
 	skip   map[string]string
 }
 
+// start runs the column's containerd in w with its socket and state in
+// dir, and waits until it answers. ctr runs the column's ctr against it in
+// the k8s.io namespace.
+func (col containerdColumn) start(t *testing.T, m *matrix, w world, dir string) (d *daemon, sock string, ctr func(args ...string) (string, error)) {
+	t.Helper()
+	sock = filepath.Join(dir, "containerd.sock")
+	cfgPath, err := col.config(m, dir, sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = m.startIn(t, w, "containerd", "--config", cfgPath)
+	ctr = func(args ...string) (string, error) {
+		return d.exec(t, "", append([]string{col.ctr(t, m), "--address", sock, "--namespace", "k8s.io"}, args...)...)
+	}
+	deadline := time.Now().Add(3 * time.Minute) // slow on a loaded 2-core machine
+	for {
+		out, err := ctr("version")
+		if err == nil {
+			return d, sock, ctr
+		}
+		if time.Now().After(deadline) || d.cmd.ProcessState != nil {
+			d.stop(t)
+			t.Fatalf("containerd did not come up: ctr version: %v %s\n%s", err, out, tail(d.stderr.String(), 30))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 var containerdColumns = []containerdColumn{
 	{
 		name: "containerd 1.6 (Debian 12)", world: host, ctr: named("ctr"), config: configV2(false),
@@ -156,27 +184,8 @@ func TestMatrixContainerd(t *testing.T) {
 		t.Run(col.name, func(t *testing.T) {
 			w := col.world(t, m)
 			dir := shortTemp(t, "wgm-ctrd-")
-			sock := filepath.Join(dir, "containerd.sock")
-			cfgPath, err := col.config(m, dir, sock)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d := m.startIn(t, w, "containerd", "--config", cfgPath)
+			d, sock, ctr := col.start(t, m, w, dir)
 			defer d.stop(t)
-			ctr := func(args ...string) (string, error) {
-				return d.exec(t, "", append([]string{col.ctr(t, m), "--address", sock, "--namespace", "k8s.io"}, args...)...)
-			}
-			deadline := time.Now().Add(3 * time.Minute) // slow on a loaded 2-core machine
-			for {
-				out, err := ctr("version")
-				if err == nil {
-					break
-				}
-				if time.Now().After(deadline) || d.cmd.ProcessState != nil {
-					t.Fatalf("containerd did not come up: ctr version: %v %s\n%s", err, out, tail(d.stderr.String(), 30))
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
 			if out, err := ctr("version"); err == nil {
 				t.Logf("%s", strings.Join(strings.Fields(grepLines(out, "Version")), " "))
 			}

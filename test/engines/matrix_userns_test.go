@@ -2,11 +2,9 @@ package engines
 
 import (
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // The user-namespace matrix: the request forms of the other matrices, in
@@ -196,27 +194,8 @@ func TestMatrixUsernsContainerd(t *testing.T) {
 		if err := os.Chmod(dir, 0o711); err != nil {
 			t.Fatal(err)
 		}
-		sock := filepath.Join(dir, "containerd.sock")
-		cfgPath, err := col.config(m, dir, sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d := m.startIn(t, w, "containerd", "--config", cfgPath)
+		d, sock, ctr := col.start(t, m, w, dir)
 		defer d.stop(t)
-		ctr := func(args ...string) (string, error) {
-			return d.exec(t, "", append([]string{col.ctr(t, m), "--address", sock, "--namespace", "k8s.io"}, args...)...)
-		}
-		deadline := time.Now().Add(3 * time.Minute)
-		for {
-			out, err := ctr("version")
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) || d.cmd.ProcessState != nil {
-				t.Fatalf("containerd did not come up: ctr version: %v %s\n%s", err, out, tail(d.stderr.String(), 30))
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
 		importImages(t, e, dir, ctr)
 		rt, closeConn := criClient(t, sock)
 		defer closeConn()
