@@ -13,8 +13,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -193,16 +191,6 @@ func (c *Config) decode(data []byte) error {
 	return fmt.Errorf("config %s: %w", c.path, err)
 }
 
-// Keys lists every key a config file may set.
-func Keys() []string {
-	return []string{"dxg_device", "lib_dir", "drivers_dir", "ldcache", "log_file", "log_level", "request_env", "request_annotation", "runtime", "rocm_dir", "dri_dir", "wslg_dir", "probe_cache", "device_plugin"}
-}
-
-var (
-	logLevels      = []string{"panic", "fatal", "error", "warn", "warning", "info", "debug", "trace"}
-	ldcacheMethods = []string{LdcacheBuiltin, LdcacheNone}
-)
-
 // The checks below are plain functions, not regexps: every hook start
 // loads the configuration, and compiling the resource-name regexp at
 // package init cost about 2 ms of it.
@@ -261,54 +249,16 @@ func isResourceName(s string) bool {
 	return true
 }
 
-// Validate reports every bad value at once.
+// Validate reports every bad value at once, in the order of the keys table.
 func (c Config) Validate() error {
 	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("config %s: key %s: %s", c.source(), key, fmt.Sprintf(format, args...)))
-	}
-	for _, p := range []struct{ key, val string }{
-		{"dxg_device", c.DxgDevice}, {"lib_dir", c.LibDir}, {"drivers_dir", c.DriversDir},
-		{"rocm_dir", c.ROCmDir}, {"dri_dir", c.DRIDir}, {"wslg_dir", c.WSLgDir},
-	} {
-		if !filepath.IsAbs(p.val) || filepath.Clean(p.val) != p.val {
-			bad(p.key, "%q must be a clean absolute path", p.val)
+	for _, k := range keys {
+		if k.check == nil {
+			continue
 		}
-	}
-	if c.ProbeCache != "" && (!filepath.IsAbs(c.ProbeCache) || filepath.Clean(c.ProbeCache) != c.ProbeCache) {
-		bad("probe_cache", "%q must be a clean absolute path, or \"\" to disable the cache", c.ProbeCache)
-	}
-	if c.LogFile != "" && !filepath.IsAbs(c.LogFile) {
-		bad("log_file", "%q must be an absolute path, or \"\" to disable the log", c.LogFile)
-	}
-	if !slices.Contains(ldcacheMethods, c.Ldcache) {
-		bad("ldcache", "%q is not one of %s", c.Ldcache, strings.Join(ldcacheMethods, ", "))
-	}
-	if !slices.Contains(logLevels, strings.ToLower(c.LogLevel)) {
-		bad("log_level", "%q is not one of %s", c.LogLevel, strings.Join(logLevels, ", "))
-	}
-	for _, e := range c.RequestEnv {
-		if !isEnvName(e) {
-			bad("request_env", "%q is not an environment variable name", e)
+		for _, p := range k.check(k.field(&c)) {
+			errs = append(errs, fmt.Errorf("config %s: key %s: %s", c.source(), k.path(), p))
 		}
-	}
-	if strings.ContainsAny(c.RequestAnnotation, " \t\n=") {
-		bad("request_annotation", "%q is not an annotation key", c.RequestAnnotation)
-	}
-	if c.Runtime == "" || strings.ContainsAny(c.Runtime, " \t\n") {
-		bad("runtime", "%q is not a runtime name or path", c.Runtime)
-	}
-	dp := c.DevicePlugin
-	for _, r := range []struct{ key, val string }{
-		{"nvidia_resource", dp.NVIDIAResource}, {"amd_resource", dp.AMDResource},
-		{"intel_resource", dp.IntelResource}, {"other_resource", dp.OtherResource}, {"npu_resource", dp.NPUResource},
-	} {
-		if r.val != "" && !isResourceName(r.val) {
-			bad("device_plugin."+r.key, "%q is not an extended resource name (domain/name, e.g. nvidia.com/gpu), or \"\" to advertise none", r.val)
-		}
-	}
-	if dp.Replicas < 1 || dp.Replicas > 64 {
-		bad("device_plugin.replicas", "%d must be 1 to 64", dp.Replicas)
 	}
 	return errors.Join(errs...)
 }

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/pelletier/go-toml/v2"
 )
 
 // The shipped file documents the defaults; it must never drift from Default.
@@ -207,6 +209,85 @@ func TestNameChecks(t *testing.T) {
 		}
 		if got, want := isResourceName(s), res.MatchString(s); got != want {
 			t.Errorf("isResourceName(%q) = %v, the pattern says %v", s, got, want)
+		}
+	}
+}
+
+// TestKeysTable holds the keys table to what else names the keys: Config's
+// toml tags, which go-toml's Unmarshal decodes by, and the shipped
+// config.toml, which documents every key at its default. Each key's field
+// is the field its tag names, and each check takes its field's default.
+func TestKeysTable(t *testing.T) {
+	var c Config
+	tagged := map[string]any{} // key path -> pointer to the field
+	var walk func(prefix string, v reflect.Value)
+	walk = func(prefix string, v reflect.Value) {
+		for i := 0; i < v.NumField(); i++ {
+			tag := v.Type().Field(i).Tag.Get("toml")
+			if tag == "" {
+				continue
+			}
+			if f := v.Field(i); f.Kind() == reflect.Struct {
+				walk(prefix+tag+".", f)
+			} else {
+				tagged[prefix+tag] = f.Addr().Interface()
+			}
+		}
+	}
+	walk("", reflect.ValueOf(&c).Elem())
+
+	var shipped map[string]any
+	data, err := os.ReadFile("config.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := toml.Unmarshal(data, &shipped); err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for k, v := range shipped {
+		if table, ok := v.(map[string]any); ok {
+			for tk := range table {
+				documented[k+"."+tk] = true
+			}
+		} else {
+			documented[k] = true
+		}
+	}
+
+	if len(keys) > 64 {
+		t.Errorf("%d keys: the fast decoder's bit set holds 64", len(keys))
+	}
+	def := Default()
+	seen := map[string]bool{}
+	for _, k := range keys {
+		p := k.path()
+		if seen[p] {
+			t.Errorf("key %s listed twice", p)
+		}
+		seen[p] = true
+		if ptr, ok := tagged[p]; !ok {
+			t.Errorf("key %s has no field with that toml tag", p)
+		} else if ptr != k.field(&c) {
+			t.Errorf("key %s: field is not the one tagged %s", p, p)
+		}
+		if !documented[p] {
+			t.Errorf("key %s is not in the shipped config.toml", p)
+		}
+		if k.check != nil {
+			if bad := k.check(k.field(&def)); bad != nil {
+				t.Errorf("key %s: the default fails its check: %v", p, bad)
+			}
+		}
+	}
+	for p := range tagged {
+		if !seen[p] {
+			t.Errorf("field tagged %s is not in the keys table", p)
+		}
+	}
+	for p := range documented {
+		if !seen[p] {
+			t.Errorf("config.toml documents %s, which is not in the keys table", p)
 		}
 	}
 }

@@ -25,7 +25,7 @@ func (c *Config) decodeFast(data []byte) bool {
 	var (
 		p     unstable.Parser
 		table bool   // inside [device_plugin]
-		seen  uint32 // keys set so far, one bit each
+		seen  uint64 // keys set so far, one bit each (keys has at most 64)
 	)
 	p.Reset(data)
 	for p.NextExpression() {
@@ -33,7 +33,7 @@ func (c *Config) decodeFast(data []byte) bool {
 		switch e.Kind {
 		case unstable.Table:
 			name, ok := simpleKey(e)
-			if !ok || name != "device_plugin" || table {
+			if !ok || name != deviceTable || table {
 				return false
 			}
 			table = true
@@ -74,54 +74,22 @@ func simpleKey(e *unstable.Node) (string, bool) {
 // set stores v under the key name, at top level or in [device_plugin],
 // and returns the key's bit; false means the key or the value's kind is
 // not one the fast path takes.
-func (c *Config) set(table bool, name string, v *unstable.Node) (uint32, bool) {
-	if table {
-		dp := &c.DevicePlugin
-		switch name {
-		case "nvidia_resource":
-			return 1 << 20, str(&dp.NVIDIAResource, v)
-		case "amd_resource":
-			return 1 << 21, str(&dp.AMDResource, v)
-		case "intel_resource":
-			return 1 << 22, str(&dp.IntelResource, v)
-		case "other_resource":
-			return 1 << 23, str(&dp.OtherResource, v)
-		case "npu_resource":
-			return 1 << 26, str(&dp.NPUResource, v)
-		case "replicas":
-			return 1 << 24, integer(&dp.Replicas, v)
-		case "cdi":
-			return 1 << 25, boolean(&dp.CDI, v)
+func (c *Config) set(table bool, name string, v *unstable.Node) (uint64, bool) {
+	for i, k := range keys {
+		if k.name != name || table != (k.table == deviceTable) {
+			continue
+		}
+		switch p := k.field(c).(type) {
+		case *string:
+			return 1 << i, str(p, v)
+		case *[]string:
+			return 1 << i, strs(p, v)
+		case *int:
+			return 1 << i, integer(p, v)
+		case *bool:
+			return 1 << i, boolean(p, v)
 		}
 		return 0, false
-	}
-	switch name {
-	case "dxg_device":
-		return 1 << 0, str(&c.DxgDevice, v)
-	case "lib_dir":
-		return 1 << 1, str(&c.LibDir, v)
-	case "drivers_dir":
-		return 1 << 2, str(&c.DriversDir, v)
-	case "ldcache":
-		return 1 << 3, str(&c.Ldcache, v)
-	case "log_file":
-		return 1 << 4, str(&c.LogFile, v)
-	case "log_level":
-		return 1 << 5, str(&c.LogLevel, v)
-	case "request_env":
-		return 1 << 6, strs(&c.RequestEnv, v)
-	case "runtime":
-		return 1 << 7, str(&c.Runtime, v)
-	case "request_annotation":
-		return 1 << 8, str(&c.RequestAnnotation, v)
-	case "rocm_dir":
-		return 1 << 9, str(&c.ROCmDir, v)
-	case "dri_dir":
-		return 1 << 10, str(&c.DRIDir, v)
-	case "wslg_dir":
-		return 1 << 11, str(&c.WSLgDir, v)
-	case "probe_cache":
-		return 1 << 12, str(&c.ProbeCache, v)
 	}
 	return 0, false
 }

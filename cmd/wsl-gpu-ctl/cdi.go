@@ -42,7 +42,7 @@ func runCDI(cfg config.Config, args []string, stdout io.Writer) error {
 			flags.Dir = cdiinstall.User("", "", os.Getenv("HOME"), os.Getenv("XDG_CONFIG_HOME"), "").SpecDir
 		}
 	}
-	o := flags.Options(hook, cfg.Path())
+	o := flags.Options(hook, specConfigPath(cfg))
 	host, err := cdiHost(cfg)
 	if err != nil {
 		return fmt.Errorf("cdi generate: %w", err)

@@ -103,15 +103,23 @@ func runInstall(cfg config.Config, args []string, stdout io.Writer, uninstall bo
 	return nil
 }
 
+// specConfigPath is the config path the CDI specs' hooks name: none for
+// the default file, which the hook reads anyway. `install cdi` and `cdi
+// generate` (the boot unit) both use it, so the unit rewrites nothing
+// install wrote.
+func specConfigPath(cfg config.Config) string {
+	if p := cfg.Path(); p != config.DefaultPath {
+		return p
+	}
+	return ""
+}
+
 // cdiPlan plans the CDI specs for this host and the unit that refreshes
 // them, both from the same options (pkg/cdiinstall). A vendor kind another
 // producer defines stops the plan until --nvidia-kind / --amd-kind says
 // what to do; the choices are printed.
 func cdiPlan(cfg config.Config, o install.Options, c cdiFlags, uninstall bool, stdout io.Writer) (*install.Plan, error) {
-	configPath := cfg.Path()
-	if configPath == config.DefaultPath {
-		configPath = ""
-	}
+	configPath := specConfigPath(cfg)
 	co := cdiinstall.System(o.HookPath, configPath)
 	if c.user || os.Geteuid() != 0 {
 		co = cdiinstall.User(o.HookPath, configPath, os.Getenv("HOME"), os.Getenv("XDG_CONFIG_HOME"), os.Getenv("XDG_RUNTIME_DIR"))

@@ -122,7 +122,7 @@ func hook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, selections []
 	if fromCDI {
 		// Selections name adapters by vendor and index among the vendor's,
 		// which only the inventory resolves.
-		if c.Request, err = in.cdi.ToRequest(host.Inventory.Adapters); err != nil {
+		if c.Request, err = in.cdi.ToSelection(host.Inventory.Adapters); err != nil {
 			return err
 		}
 	}
@@ -167,9 +167,9 @@ type input struct {
 	pid    int
 	rootfs string
 	spec   *oci.Spec
-	req    request.Request
-	caps   capability.Request
-	cdi    cdiselect.Request // the CDI devices' selections, for the CDI hook
+	req    request.Selection
+	caps   capability.Choice
+	cdi    cdiselect.Union // the CDI devices' selections, for the CDI hook
 }
 
 func readInput(cfg config.Config, stdin io.Reader, selections []string, fromCDI bool) (*input, error) {
@@ -204,7 +204,7 @@ func readInput(cfg config.Config, stdin io.Reader, selections []string, fromCDI 
 	if err != nil {
 		return nil, fmt.Errorf("%w: fix the container's GPU request", err)
 	}
-	var caps capability.Request
+	var caps capability.Choice
 	if !req.None() {
 		if caps, err = capability.FromSpec(spec); err != nil {
 			return nil, fmt.Errorf("%w: fix the container's GPU request", err)

@@ -129,8 +129,8 @@ func ParseNVIDIA(v string) (s Set, ignored []string) {
 	return s, ignored
 }
 
-// Request is what a container asked for and where it said so.
-type Request struct {
+// Choice is the capability set a container chose and where it said so.
+type Choice struct {
 	Set Set
 	// Source names the annotation or variable that decided, "" when none
 	// was present (Set is then Default).
@@ -142,24 +142,24 @@ type Request struct {
 // FromSpec finds the capabilities in a container's config: the annotation,
 // then WSL_GPU_CAPABILITIES, then NVIDIA_DRIVER_CAPABILITIES. The first one
 // present decides, even when it is empty (it then means Default).
-func FromSpec(spec *oci.Spec) (Request, error) {
+func FromSpec(spec *oci.Spec) (Choice, error) {
 	if v, ok := spec.Annotations[Annotation]; ok {
 		s, err := Parse(v)
 		if err != nil {
-			return Request{}, fmt.Errorf("annotation %s: %w", Annotation, err)
+			return Choice{}, fmt.Errorf("annotation %s: %w", Annotation, err)
 		}
-		return Request{Set: s, Source: "annotation " + Annotation}, nil
+		return Choice{Set: s, Source: "annotation " + Annotation}, nil
 	}
 	if v, ok := spec.Env(Env); ok {
 		s, err := Parse(v)
 		if err != nil {
-			return Request{}, fmt.Errorf("env %s: %w", Env, err)
+			return Choice{}, fmt.Errorf("env %s: %w", Env, err)
 		}
-		return Request{Set: s, Source: "env " + Env}, nil
+		return Choice{Set: s, Source: "env " + Env}, nil
 	}
 	if v, ok := spec.Env(NVIDIAEnv); ok {
 		s, ignored := ParseNVIDIA(v)
-		return Request{Set: s, Source: "env " + NVIDIAEnv, Ignored: ignored}, nil
+		return Choice{Set: s, Source: "env " + NVIDIAEnv, Ignored: ignored}, nil
 	}
-	return Request{Set: Default}, nil
+	return Choice{Set: Default}, nil
 }

@@ -79,25 +79,25 @@ func TestFromSpec(t *testing.T) {
 	tests := []struct {
 		name    string
 		spec    *oci.Spec
-		want    Request
+		want    Choice
 		wantErr string
 	}{
-		{"nothing", spec(nil, "PATH=/bin"), Request{Set: Compute}, ""},
-		{"no process", &oci.Spec{}, Request{Set: Compute}, ""},
+		{"nothing", spec(nil, "PATH=/bin"), Choice{Set: Compute}, ""},
+		{"no process", &oci.Spec{}, Choice{Set: Compute}, ""},
 		{"nvidia", spec(nil, "NVIDIA_DRIVER_CAPABILITIES=compute,utility,video"),
-			Request{Set: Compute | Video, Source: "env NVIDIA_DRIVER_CAPABILITIES"}, ""},
+			Choice{Set: Compute | Video, Source: "env NVIDIA_DRIVER_CAPABILITIES"}, ""},
 		{"own env wins over nvidia", spec(nil, "NVIDIA_DRIVER_CAPABILITIES=all", "WSL_GPU_CAPABILITIES=compute"),
-			Request{Set: Compute, Source: "env WSL_GPU_CAPABILITIES"}, ""},
+			Choice{Set: Compute, Source: "env WSL_GPU_CAPABILITIES"}, ""},
 		{"annotation wins", spec(map[string]string{Annotation: "display"}, "WSL_GPU_CAPABILITIES=video"),
-			Request{Set: Compute | Display, Source: "annotation wsl-gpu-hook/capabilities"}, ""},
+			Choice{Set: Compute | Display, Source: "annotation wsl-gpu-hook/capabilities"}, ""},
 		{"empty annotation decides", spec(map[string]string{Annotation: ""}, "WSL_GPU_CAPABILITIES=video"),
-			Request{Set: Compute, Source: "annotation wsl-gpu-hook/capabilities"}, ""},
+			Choice{Set: Compute, Source: "annotation wsl-gpu-hook/capabilities"}, ""},
 		{"last assignment wins", spec(nil, "WSL_GPU_CAPABILITIES=video", "WSL_GPU_CAPABILITIES=graphics"),
-			Request{Set: Compute | Graphics, Source: "env WSL_GPU_CAPABILITIES"}, ""},
+			Choice{Set: Compute | Graphics, Source: "env WSL_GPU_CAPABILITIES"}, ""},
 		{"ignored nvidia words", spec(nil, "NVIDIA_DRIVER_CAPABILITIES=ngx"),
-			Request{Set: Compute, Source: "env NVIDIA_DRIVER_CAPABILITIES", Ignored: []string{"ngx"}}, ""},
-		{"bad own env", spec(nil, "WSL_GPU_CAPABILITIES=gfx"), Request{}, `env WSL_GPU_CAPABILITIES: GPU capability "gfx"`},
-		{"bad annotation", spec(map[string]string{Annotation: "x"}), Request{}, `annotation wsl-gpu-hook/capabilities: GPU capability "x"`},
+			Choice{Set: Compute, Source: "env NVIDIA_DRIVER_CAPABILITIES", Ignored: []string{"ngx"}}, ""},
+		{"bad own env", spec(nil, "WSL_GPU_CAPABILITIES=gfx"), Choice{}, `env WSL_GPU_CAPABILITIES: GPU capability "gfx"`},
+		{"bad annotation", spec(map[string]string{Annotation: "x"}), Choice{}, `annotation wsl-gpu-hook/capabilities: GPU capability "x"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -165,7 +165,7 @@ func TestUnitMatchesSpec(t *testing.T) {
 			if !ok {
 				t.Fatalf("no unit planned at %s: %v", tt.o.UnitPath, paths(p))
 			}
-			argv, err := ExecStart(unit)
+			argv, err := execStart(unit)
 			if err != nil {
 				t.Fatal(err)
 			}

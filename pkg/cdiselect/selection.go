@@ -123,11 +123,11 @@ func EnvName(kind, device string) string {
 	return b.String()
 }
 
-// Request is the union of the selections of the CDI devices a container
+// Union is the union of the selections of the CDI devices a container
 // got, as the hook finds them in its arguments (FromArgs) or, for a spec
 // written before the hook took them so, in the container's environment
 // (FromEnv).
-type Request struct {
+type Union struct {
 	// Vars are the selections found, "NAME=VALUE" from the environment,
 	// sorted, or the arguments as given: for messages.
 	Vars       []string
@@ -135,7 +135,7 @@ type Request struct {
 }
 
 // All reports whether some device selected every adapter.
-func (r Request) All() bool {
+func (r Union) All() bool {
 	for _, s := range r.Selections {
 		if s.All {
 			return true
@@ -150,12 +150,12 @@ func (r Request) All() bool {
 // config.json, which a hook inside the container's own user namespace
 // cannot read. The arguments come from the CDI spec, which root wrote: an
 // argument that is not a selection means a damaged spec.
-func FromArgs(args []string) (Request, error) {
-	r := Request{Vars: args}
+func FromArgs(args []string) (Union, error) {
+	r := Union{Vars: args}
 	for _, a := range args {
 		s, err := ParseSelection(a)
 		if err != nil {
-			return Request{}, fmt.Errorf("hook argument: %w: the CDI spec is damaged: regenerate it with wsl-gpu-hook cdi generate", err)
+			return Union{}, fmt.Errorf("hook argument: %w: the CDI spec is damaged: regenerate it with wsl-gpu-hook cdi generate", err)
 		}
 		r.Selections = append(r.Selections, s)
 	}
@@ -165,14 +165,14 @@ func FromArgs(args []string) (Request, error) {
 // FromEnv finds the selections in a container's environment ("NAME=VALUE"
 // entries, as in config.json's process.env). A variable set twice counts
 // once, with its last value, as the container's libc sees it.
-func FromEnv(env []string) (Request, error) {
+func FromEnv(env []string) (Union, error) {
 	last := map[string]string{}
 	for _, kv := range env {
 		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, EnvPrefix) {
 			last[k] = v
 		}
 	}
-	var r Request
+	var r Union
 	var errs []error
 	for k, v := range last {
 		r.Vars = append(r.Vars, k+"="+v)
@@ -188,7 +188,7 @@ func FromEnv(env []string) (Request, error) {
 		r.Selections = append(r.Selections, s)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return Request{}, fmt.Errorf("%w: the variable belongs to a wsl-gpu-hook CDI device: do not set it by hand, regenerate the spec with wsl-gpu-hook cdi generate", err)
+		return Union{}, fmt.Errorf("%w: the variable belongs to a wsl-gpu-hook CDI device: do not set it by hand, regenerate the spec with wsl-gpu-hook cdi generate", err)
 	}
 	return r, nil
 }
@@ -197,7 +197,7 @@ func FromEnv(env []string) (Request, error) {
 // A selection that matches no adapter is an error: the host's adapters
 // changed since the spec was written, and a container must not start with
 // fewer GPUs than it asked for.
-func (r Request) Select(adapters []driverstore.Adapter) ([]driverstore.Adapter, error) {
+func (r Union) Select(adapters []driverstore.Adapter) ([]driverstore.Adapter, error) {
 	picked := make([]bool, len(adapters))
 	var missing []string
 	for _, s := range r.Selections {
@@ -250,19 +250,19 @@ func (r Request) Select(adapters []driverstore.Adapter) ([]driverstore.Adapter, 
 	return out, nil
 }
 
-// ToRequest turns the selections into the hook's request form for the
+// ToSelection turns the selections into the hook's request form for the
 // adapters the host has now, so the hook's one decision (pkg/gpuplan)
 // plans for exactly the adapters Select picks: every adapter by its host
 // index, or All when a device asked for all.
-func (r Request) ToRequest(adapters []driverstore.Adapter) (request.Request, error) {
-	out := request.Request{Source: "CDI " + strings.Join(r.Vars, " ")}
+func (r Union) ToSelection(adapters []driverstore.Adapter) (request.Selection, error) {
+	out := request.Selection{Source: "CDI " + strings.Join(r.Vars, " ")}
 	if r.All() {
 		out.All = true
 		return out, nil
 	}
 	selected, err := r.Select(adapters)
 	if err != nil {
-		return request.Request{}, err
+		return request.Selection{}, err
 	}
 	for _, a := range selected {
 		out.Selectors = append(out.Selectors, request.Selector{Kind: request.ByIndex, Index: a.Index, Raw: strconv.Itoa(a.Index)})

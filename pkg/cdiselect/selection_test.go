@@ -111,7 +111,7 @@ func TestSelect(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.sel, ","), func(t *testing.T) {
-			var r Request
+			var r Union
 			for _, s := range tt.sel {
 				sel, err := ParseSelection(s)
 				if err != nil {
@@ -152,16 +152,16 @@ func TestEnvName(t *testing.T) {
 	}
 }
 
-// TestToRequest: the request the hook's decision gets selects exactly the
+// TestToSelection: the request the hook's decision gets selects exactly the
 // adapters Select picks, NVIDIA numbering included.
-func TestToRequest(t *testing.T) {
+func TestToSelection(t *testing.T) {
 	adapters := []driverstore.Adapter{
 		adapter(0, driverstore.Intel, 0x10, "i"),
 		adapter(1, driverstore.NVIDIA, 0x20, "n1"),
 		adapter(2, driverstore.NVIDIA, 0x30, "n2"),
 	}
 	for _, sels := range [][]string{{"all"}, {"vendor:nvidia:1"}, {"vendor:nvidia:0", "index:0"}, {"luid:0x30"}, {"vendor:intel"}} {
-		var r Request
+		var r Union
 		for _, s := range sels {
 			sel, err := ParseSelection(s)
 			if err != nil {
@@ -173,7 +173,7 @@ func TestToRequest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req, err := r.ToRequest(adapters)
+		req, err := r.ToSelection(adapters)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,10 +185,10 @@ func TestToRequest(t *testing.T) {
 			t.Errorf("%v: the decision selects %v, Select %v", sels, got, want)
 		}
 	}
-	var r Request
+	var r Union
 	sel, _ := ParseSelection("vendor:amd")
 	r.Selections = []Selection{sel}
-	if _, err := r.ToRequest(adapters); err == nil {
+	if _, err := r.ToSelection(adapters); err == nil {
 		t.Error("a selection of an absent vendor made a request")
 	}
 }

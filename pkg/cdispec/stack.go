@@ -25,7 +25,7 @@ const (
 // container asks for, so those variables come whatever the capabilities:
 // they only steer a choice, never grant one.
 func withStack(e *cdi.ContainerEdits, inv *driverstore.Inventory, sel cdiselect.Selection, stack vendorstack.Host) {
-	picked, err := cdiselect.Request{Selections: []cdiselect.Selection{sel}}.Select(inv.Adapters)
+	picked, err := cdiselect.Union{Selections: []cdiselect.Selection{sel}}.Select(inv.Adapters)
 	if err != nil {
 		return
 	}

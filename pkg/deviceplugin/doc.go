@@ -1,7 +1,7 @@
 // Package deviceplugin decides what the kubelet device plugin advertises and
 // what it answers, as pure functions over an adapter inventory: no gRPC, no
 // kubelet types, no I/O beyond what the caller passes in. The server in
-// package deviceplugin/server wires it to the kubelet; `wsl-gpu-hook info
+// package deviceplugin/server wires it to the kubelet; `wsl-gpu-ctl info
 // --k8s` prints the same decisions, so an operator sees resource names and
 // device IDs before deploying.
 //
@@ -9,9 +9,16 @@
 //
 // One resource per vendor present (nvidia.com/gpu, amd.com/gpu,
 // gpu.intel.com/dxg, wsl-gpu-hook.dev/dxg for Microsoft and unknown
-// vendors; configurable), one device per adapter, optionally Replicas
-// devices per adapter for sharing. Software adapters (WARP) are never
-// advertised: they are not GPUs.
+// vendors), one device per adapter, optionally Replicas devices per
+// adapter for sharing. Compute-only accelerators that are not GPUs (IsNPU:
+// Intel's AI Boost NPU) go under their own resource, wsl-gpu-hook.dev/npu,
+// never under a GPU's; NVIDIA and AMD compute-only adapters stay GPUs.
+// Software adapters (WARP) are never advertised: they are not GPUs. Names,
+// replicas and CDI come from the [device_plugin] table of the hook's
+// config.toml (OptionsFrom), so the plugin and the hook agree.
+//
+// Features writes the node-feature-discovery feature file (presence,
+// adapter and per-vendor counts, lowest WDDM version, compute-only).
 //
 // # Device IDs
 //
@@ -35,7 +42,10 @@
 // Build keeps every device it has seen: an adapter the host no longer lists,
 // or whose driver store folder is gone or refused, stays advertised as
 // Unhealthy with the reason, so the kubelet lowers allocatable rather than
-// forgetting the device; it turns Healthy again when it returns.
+// forgetting the device; it turns Healthy again when it returns. An
+// adapter carrying an error in the inventory is Unhealthy with it: the
+// plugin's lister marks those whose statistics queries fail
+// (gpustats.HealthCheck) before Build sees them.
 //
 // # Allocate
 //

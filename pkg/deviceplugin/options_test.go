@@ -12,7 +12,9 @@ import (
 func TestOptionsFromDefaults(t *testing.T) {
 	cfg := config.Default()
 	got := OptionsFrom(cfg)
-	want := Options{Resources: DefaultResources(), NPUResource: ResourceNPU, Replicas: 1, CDI: true,
+	want := Options{Resources: map[driverstore.Vendor]string{
+		driverstore.NVIDIA: ResourceNVIDIA, driverstore.AMD: ResourceAMD, driverstore.Intel: ResourceIntel, driverstore.Unknown: ResourceOther,
+	}, NPUResource: ResourceNPU, Replicas: 1, CDI: true,
 		DxgDevice: "/dev/dxg", LibDir: "/usr/lib/wsl/lib", DriversDir: "/usr/lib/wsl/drivers", RequestEnv: "WSL_GPU_DEVICES"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("OptionsFrom(defaults) = %+v\nwant %+v", got, want)

@@ -39,16 +39,6 @@ type Options struct {
 	RequestEnv string
 }
 
-// DefaultResources is the default vendor to resource map.
-func DefaultResources() map[driverstore.Vendor]string {
-	return map[driverstore.Vendor]string{
-		driverstore.NVIDIA:  ResourceNVIDIA,
-		driverstore.AMD:     ResourceAMD,
-		driverstore.Intel:   ResourceIntel,
-		driverstore.Unknown: ResourceOther,
-	}
-}
-
 // IsNPU reports an adapter that is a compute-only accelerator rather than a
 // GPU: compute-only (MCDM) and not NVIDIA's or AMD's, such as Intel's AI
 // Boost NPU (kipudrv). NVIDIA and AMD compute-only adapters are datacenter

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
@@ -41,7 +42,7 @@ func (h *host) inventory(t *testing.T) *driverstore.Inventory {
 }
 
 func (h *host) opts() Options {
-	return Options{Resources: DefaultResources(), NPUResource: ResourceNPU, Replicas: 1, CDI: true, DxgDevice: "/sim/dxg", LibDir: h.lib, DriversDir: h.drivers, RequestEnv: "WSL_GPU_DEVICES"}
+	return Options{Resources: OptionsFrom(config.Default()).Resources, NPUResource: ResourceNPU, Replicas: 1, CDI: true, DxgDevice: "/sim/dxg", LibDir: h.lib, DriversDir: h.drivers, RequestEnv: "WSL_GPU_DEVICES"}
 }
 
 // summary is a plan as the kubelet sees it: resource, ID, health.
@@ -219,7 +220,7 @@ func TestHealthFollowsTheHost(t *testing.T) {
 
 // A host with no /dev/dxg: nothing advertised, and the reason kept for the log.
 func TestNoDeviceAtStart(t *testing.T) {
-	p := Build(nil, dxcore.ErrNoDevice, nil, Options{Resources: DefaultResources()})
+	p := Build(nil, dxcore.ErrNoDevice, nil, Options{Resources: OptionsFrom(config.Default()).Resources})
 	if len(p.Devices) != 0 || len(p.Resources()) != 0 {
 		t.Errorf("advertised %v with no /dev/dxg", summary(p))
 	}

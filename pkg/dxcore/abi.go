@@ -174,17 +174,6 @@ func decodeAdapterInfos(b []byte, n uint32) []adapterInfo {
 	return out
 }
 
-// encodeAdapterInfos is the inverse of decodeAdapterInfos; tests and fakes
-// use it to play the kernel.
-func encodeAdapterInfos(dst []byte, infos []adapterInfo) {
-	for i, a := range infos {
-		e := dst[i*sizeofAdapterInfo:]
-		binary.LittleEndian.PutUint32(e[offAdapterInfoHandle:], a.handle)
-		binary.LittleEndian.PutUint32(e[offAdapterInfoLUID:], a.luid.Low)
-		binary.LittleEndian.PutUint32(e[offAdapterInfoLUID+4:], uint32(a.luid.High))
-	}
-}
-
 // newDeviceIDsRequest asks for the ids of physical adapter 0: a paravirtual
 // adapter in WSL always stands for exactly one physical GPU.
 func newDeviceIDsRequest() []byte {

@@ -212,3 +212,14 @@ func TestDecodeAdapterInfos(t *testing.T) {
 		})
 	}
 }
+
+// encodeAdapterInfos is the inverse of decodeAdapterInfos; tests and fakes
+// use it to play the kernel.
+func encodeAdapterInfos(dst []byte, infos []adapterInfo) {
+	for i, a := range infos {
+		e := dst[i*sizeofAdapterInfo:]
+		binary.LittleEndian.PutUint32(e[offAdapterInfoHandle:], a.handle)
+		binary.LittleEndian.PutUint32(e[offAdapterInfoLUID:], a.luid.Low)
+		binary.LittleEndian.PutUint32(e[offAdapterInfoLUID+4:], uint32(a.luid.High))
+	}
+}

@@ -79,11 +79,6 @@ type Options struct {
 	Resources bool
 }
 
-// enumerate lists and queries the adapters with every detail.
-func enumerate(d adapterIoctls) (*Enumeration, error) {
-	return enumerateWith(d, Options{Details: true})
-}
-
 // enumerateWith lists and queries the adapters, closing every handle it got
 // unless opt leaves them to the close of the fd.
 func enumerateWith(d adapterIoctls, opt Options) (*Enumeration, error) {

@@ -804,3 +804,8 @@ func TestEnumerateResources(t *testing.T) {
 		t.Errorf("DriverVersion(0).String() = %q, want empty", got)
 	}
 }
+
+// enumerate lists and queries the adapters with every detail.
+func enumerate(d adapterIoctls) (*Enumeration, error) {
+	return enumerateWith(d, Options{Details: true})
+}

@@ -48,7 +48,7 @@ func laptop() Host {
 	}
 }
 
-func req(t *testing.T, env string) request.Request {
+func req(t *testing.T, env string) request.Selection {
 	t.Helper()
 	spec := &oci.Spec{Process: &oci.Process{Env: []string{env}}}
 	r, err := request.FromSpec(spec, []string{"WSL_GPU_DEVICES", "NVIDIA_VISIBLE_DEVICES"}, "")
@@ -351,7 +351,7 @@ func TestDecide(t *testing.T) {
 }
 
 func TestFromSpec(t *testing.T) {
-	r := request.Request{All: true}
+	r := request.Selection{All: true}
 	spec := &oci.Spec{
 		Linux: &oci.Linux{Devices: nil},
 	}

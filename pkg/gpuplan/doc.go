@@ -51,7 +51,7 @@
 // # Calling it from a CDI hook
 //
 // A createContainer hook that a CDI spec runs, after the engine made the
-// node and the lib dir mount, builds a [request.Request] from the CDI
+// node and the lib dir mount, builds a [request.Selection] from the CDI
 // device's selection (its argument, pkg/cdiselect) and sets
 // [Container.Injected]. It has no config.json to read (inside the
 // container's own user namespace it could not), so the spec is empty:

@@ -38,7 +38,7 @@ func (s Stage) Valid() bool {
 // Container is what the hook knows of the container.
 type Container struct {
 	Stage   Stage
-	Request request.Request
+	Request request.Selection
 	// Pid is the container's init on the host (from the OCI state).
 	Pid int
 	// RuntimeNode: the spec lists /dev/dxg in linux.devices, so the
@@ -67,7 +67,7 @@ type Container struct {
 // FromSpec reads what the decision needs from a container's config. The
 // caller sets Rootless (userns.RunningInUserNS) once Skip said to go on, and
 // Injected when it is the CDI spec's hook.
-func FromSpec(spec *oci.Spec, stage Stage, pid int, req request.Request) Container {
+func FromSpec(spec *oci.Spec, stage Stage, pid int, req request.Selection) Container {
 	return Container{
 		Stage:         stage,
 		Request:       req,

@@ -9,7 +9,12 @@
 // # Model
 //
 // A Sampler keeps one dxcore.Session (the device open, one handle per
-// adapter) and the previous sample. Sample asks, per adapter: ADAPTER
+// adapter) and the previous sample. It opens a new session when the
+// adapters the kernel lists (their LUIDs, answered by the guest) differ
+// from the session's, which a Windows driver update or an adapter change
+// causes, and, at most every 30 s, after an adapter's statistics failed,
+// so a long-lived reader (the metrics endpoint, the device plugin) follows
+// the host without a restart. Sample asks, per adapter: ADAPTER
 // (segment and node counts), SEGMENT per segment, NODE per engine node,
 // the caller's own local budget (QUERYVIDEOMEMORYINFO), and per dxg process
 // PROCESS_SEGMENT_GROUP for the local and non-local groups; node names and

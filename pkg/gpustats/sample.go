@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -87,10 +88,18 @@ type Options struct {
 }
 
 // Sampler takes samples; it is safe for concurrent use (one at a time).
+//
+// It keeps one session open, and opens a new one when that one no longer
+// describes the host: before a sample when the adapters the kernel lists
+// (their LUIDs, a guest-side call) differ from the session's (a driver
+// update, an adapter added, removed or restarted gets a new LUID), and
+// when an adapter's statistics failed in the last sample, at most once per
+// reopenAfterError. A session that cannot be opened leaves the old one in
+// place until the next sample tries again.
 type Sampler struct {
 	mu    sync.Mutex
 	opt   Options
-	s     *dxcore.Session
+	s     session
 	nodes map[dxcore.LUID][]dxcore.Node
 	// prev is each node's last running time and when it was read: the
 	// busy ratio divides by the time between the two reads of that node,
@@ -103,6 +112,52 @@ type Sampler struct {
 	procErr  error
 	scanned  time.Time
 	rescanOK bool
+
+	// open opens a session and list lists the LUIDs the kernel has;
+	// dxcore's, or a fake in tests.
+	open func(device string) (session, error)
+	list func(device string) ([]dxcore.LUID, error)
+	// failed is set when an adapter's statistics failed; opened is when
+	// the session was opened.
+	failed bool
+	opened time.Time
+}
+
+// reopenAfterError bounds how often failing statistics reopen the
+// session: an adapter that stays broken is re-enumerated (round trips to
+// the Windows host) at most this often, not on every scrape.
+const reopenAfterError = 30 * time.Second
+
+// session is what a sample reads; *dxcore.Session is the one real one.
+type session interface {
+	Adapters() []dxcore.StatsAdapter
+	Counts(dxcore.LUID) (dxcore.AdapterCounts, error)
+	Segment(dxcore.LUID, int) (dxcore.Segment, error)
+	VideoMemory(dxcore.LUID, dxcore.SegmentGroup) (dxcore.VideoMemoryInfo, error)
+	Node(dxcore.LUID, int) (dxcore.Node, error)
+	RunningTime(dxcore.LUID, int) (uint64, error)
+	ProcessGroupUsage(dxcore.LUID, int, dxcore.SegmentGroup) (dxcore.GroupUsage, error)
+	Close() error
+}
+
+func openSession(device string) (session, error) {
+	s, err := dxcore.OpenSession(device)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return s, nil
+}
+
+// listLUIDs lists the adapters' LUIDs without asking the Windows host:
+// ENUMADAPTERS3 is answered by the guest's kernel, and no adapter is
+// queried.
+func listLUIDs(device string) ([]dxcore.LUID, error) {
+	var luids []dxcore.LUID
+	_, err := dxcore.EnumerateWith(device, dxcore.Options{Known: func(l []dxcore.LUID) bool {
+		luids = l
+		return true
+	}})
+	return luids, err
 }
 
 type reading struct {
@@ -115,14 +170,48 @@ type countingSession struct{ n int }
 
 // Open opens the device and enumerates the adapters.
 func Open(opt Options) (*Sampler, error) {
-	s, err := dxcore.OpenSession(opt.Device)
+	return open(opt, openSession, listLUIDs, time.Now)
+}
+
+func open(opt Options, openFn func(string) (session, error), list func(string) ([]dxcore.LUID, error), now func() time.Time) (*Sampler, error) {
+	s, err := openFn(opt.Device)
 	if err != nil {
 		return nil, err
 	}
 	if opt.ProcRoot == "" {
 		opt.ProcRoot = "/proc"
 	}
-	return &Sampler{opt: opt, s: s, nodes: map[dxcore.LUID][]dxcore.Node{}, prev: map[string]reading{}, now: time.Now}, nil
+	return &Sampler{opt: opt, s: s, nodes: map[dxcore.LUID][]dxcore.Node{}, prev: map[string]reading{},
+		now: now, open: openFn, list: list, opened: now()}, nil
+}
+
+// refresh opens a new session when the current one is stale (see
+// Sampler), and says why it did, or why it could not.
+func (p *Sampler) refresh(now time.Time) (note string) {
+	why := ""
+	if p.failed && now.Sub(p.opened) >= reopenAfterError {
+		why = "an adapter's statistics failed"
+	} else if luids, err := p.list(p.opt.Device); err == nil {
+		var have []dxcore.LUID
+		for _, a := range p.s.Adapters() {
+			have = append(have, a.LUID)
+		}
+		if !slices.Equal(luids, have) {
+			why = fmt.Sprintf("the host's adapters changed (%d listed, %d watched)", len(luids), len(have))
+		}
+	}
+	if why == "" {
+		return ""
+	}
+	s, err := p.open(p.opt.Device)
+	if err != nil {
+		return fmt.Sprintf("%s, and reopening %s failed: %v; the old adapters are still read", why, p.opt.Device, err)
+	}
+	_ = p.s.Close()
+	p.s, p.opened, p.failed = s, now, false
+	clear(p.nodes)
+	clear(p.prev)
+	return ""
 }
 
 // Close releases the adapters and the device.
@@ -133,7 +222,11 @@ func (p *Sampler) Close() error {
 }
 
 // Adapters returns the adapters the sampler watches.
-func (p *Sampler) Adapters() []dxcore.StatsAdapter { return p.s.Adapters() }
+func (p *Sampler) Adapters() []dxcore.StatsAdapter {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.s.Adapters()
+}
 
 // Sample reads every adapter once.
 func (p *Sampler) Sample() Sample {
@@ -146,9 +239,18 @@ func (p *Sampler) Sample() Sample {
 		p.scanned, p.rescanOK = now, true
 	}
 	procs, procErr := p.procs, p.procErr
+	reopenNote := p.refresh(now)
 	out := Sample{Time: now}
+	p.failed = false
 	for _, a := range p.s.Adapters() {
-		out.Adapters = append(out.Adapters, p.adapter(a, procs, procErr))
+		ad := p.adapter(a, procs, procErr)
+		if ad.Error != "" {
+			p.failed = true
+			if reopenNote != "" {
+				ad.Notes = append(ad.Notes, reopenNote)
+			}
+		}
+		out.Adapters = append(out.Adapters, ad)
 	}
 	out.Ioctls = p.counter.n
 	return out

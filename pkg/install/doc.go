@@ -26,7 +26,10 @@
 //     created is left as "{}" by uninstall.
 //   - /usr/share/containers/oci/hooks.d/wsl-gpu-hook.json: the whole file.
 //   - /etc/containerd/config.toml: one block between a "# BEGIN
-//     wsl-gpu-hook" and a "# END wsl-gpu-hook" line, appended at the end.
+//     wsl-gpu-hook" and a "# END wsl-gpu-hook" line, appended at the end,
+//     that adds the "wsl-gpu" runtime to the CRI plugin named as the
+//     file's version key says (1 and 2: containerd 1.x, 3: containerd
+//     2.x; an empty or missing file gets version = 2 inside the block).
 //     The rest of the file (keys, comments, formatting) is only checked,
 //     never re-encoded. A file install created is removed by uninstall.
 //
@@ -45,8 +48,9 @@
 // anything. doctor judges an installation through them, so the paths,
 // names and config parsing of each engine live here once.
 //
-// The CDI engine is not here: `install cdi` in cmd/wsl-gpu-hook builds
-// its own Plan (spec and refresh unit) and uses Apply and Diff.
+// CDI is not here: package cdiinstall builds its own Plan (the specs and
+// the systemd unit that keeps them current) and `wsl-gpu-ctl install
+// cdi` carries it out with Apply and Diff.
 //
 // # Writing
 //

@@ -76,21 +76,6 @@ func BenchmarkMerge(b *testing.B) {
 	}
 }
 
-// BenchmarkParse is the reading half of BenchmarkMerge.
-func BenchmarkParse(b *testing.B) {
-	data := hostCache(b)
-	for impl, parse := range map[string]func([]byte) ([]Entry, error){"new": Parse, "ref": refParse} {
-		b.Run(impl, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := parse(data); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
 // BenchmarkScanDir scans a WSL-like directory of about 25 files, one of
 // them extended to 48 MB like the largest real one (sparse: ScanDir reads
 // a few KB of it either way).

@@ -89,7 +89,7 @@ type Entry struct {
 	// HWCap is the hwcap field as stored. For glibc-hwcaps entries it
 	// carries DL_CACHE_HWCAP_EXTENSION, the ISA level in bits 32..41 and,
 	// in the low 32 bits, an index that only means something in the file
-	// it came from: Encode recomputes it from HWCapsSubdir.
+	// it came from: Merge recomputes it from HWCapsSubdir.
 	HWCap uint64
 	// HWCapsSubdir is the glibc-hwcaps subdirectory ("x86-64-v3") of a
 	// glibc-hwcaps entry, "" for ordinary entries.
@@ -100,43 +100,6 @@ type Entry struct {
 // above bit 31, apart from the ISA level.
 func isExtension(hwcap uint64) bool {
 	return (hwcap>>32)&^isaLevelMask == hwcapExtension>>32
-}
-
-// Parse decodes a loader cache: the new format, the old format with the new
-// one inside (what ldconfig wrote by default before glibc 2.32), or the old
-// format alone. Entries come back in file order, which is lookup order.
-func Parse(data []byte) ([]Entry, error) {
-	v, err := openHeader(data)
-	if err != nil {
-		return nil, err
-	}
-	// One copy of the file; every string is a substring of it. The
-	// strings are checked here, as they are cut, instead of by check.
-	s := string(data)
-	entries := make([]Entry, v.n)
-	for i := range entries {
-		k, ok1 := cstring(s, v.key(i))
-		p, ok2 := cstring(s, v.path(i))
-		if !ok1 || !ok2 {
-			return nil, v.badEntry(i)
-		}
-		if len(k) > maxString || len(p) > maxString {
-			return nil, v.longEntry(i)
-		}
-		var sub string
-		if off, ok := v.subdirOffset(i); ok {
-			sub, _ = cstring(s, off)
-		}
-		entries[i] = Entry{
-			Key:          k,
-			Path:         p,
-			Flags:        v.flags(i),
-			OSVersion:    v.osVersion(i),
-			HWCap:        v.hwcap(i),
-			HWCapsSubdir: sub,
-		}
-	}
-	return entries, nil
 }
 
 // view is a cache checked as the loader needs it, read in place: Merge
@@ -160,19 +123,7 @@ type view struct {
 	lastNUL int
 }
 
-// cstring returns the NUL-terminated string at off in s.
-func cstring(s string, off uint64) (string, bool) {
-	if off >= uint64(len(s)) {
-		return "", false
-	}
-	end := strings.IndexByte(s[off:], 0)
-	if end < 0 {
-		return "", false
-	}
-	return s[off : off+uint64(end)], true
-}
-
-// open checks data as Parse promises: the magic, the header, the entry
+// open checks an existing cache as Merge reads it: the magic, the header, the entry
 // count against the size and every key and value against the file's end
 // and a NUL terminator. Hostile images reach here: every offset is
 // checked before anything reads through it.
@@ -321,7 +272,7 @@ func (v *view) hwcap(i int) uint64 {
 
 // subdir returns the file offset of entry i's glibc-hwcaps subdirectory
 // name, and false for an ordinary entry and for one whose name cannot be
-// read or is empty: Encode drops those, as the loader never uses them.
+// read or is empty: Merge drops those, as the loader never uses them.
 // Name offsets count from the file start, as the loader and ldconfig -p
 // read them. (ldconfig writes them relative to the new header, which
 // differs only in old+new files; there the loader already sees a wrong
@@ -376,16 +327,6 @@ func findHWCaps(data []byte, extOff uint32) (off, count uint64) {
 	return off, count
 }
 
-// Encode writes entries as a new-format cache, sorted the way ldconfig sorts
-// and the loader's binary search expects; entries that compare equal keep
-// their order, which decides which one the loader tries first. It drops
-// glibc-hwcaps entries without a subdirectory name: the loader gives those
-// priority 0 and never uses them. It fails only for strings with a NUL byte
-// or a cache larger than 4 GiB.
-func Encode(entries []Entry) ([]byte, error) {
-	return merge(view{}, entries)
-}
-
 // Merge returns the cache existing with add merged in: every existing entry
 // whose Key is not in add is kept as it is, glibc-hwcaps entries included;
 // those whose Key is in add are replaced, so an image's own libcuda.so.1
@@ -394,8 +335,15 @@ func Encode(entries []Entry) ([]byte, error) {
 // still searches its default directories after the cache. An existing file
 // that is not a cache fails with ErrFormat.
 //
-// The result is Encode of the kept entries followed by add, but Merge
-// reads the kept ones in place: the hook merges on every container start,
+// The result is the kept entries followed by add, written as a
+// new-format cache sorted the way ldconfig sorts and the loader's binary
+// search expects; entries that compare equal keep that order, which
+// decides which one the loader tries first. glibc-hwcaps entries without
+// a subdirectory name are dropped: the loader gives those priority 0 and
+// never uses them. Beyond ErrFormat, Merge fails only for strings of add
+// with a NUL byte or a cache larger than 4 GiB.
+//
+// Merge reads the kept entries in place: the hook merges on every container start,
 // in a fresh process where each new page costs a fault, and an Entry per
 // row plus a copy of the file cost about three times the cache's size.
 func Merge(existing []byte, add []Entry) ([]byte, error) {
@@ -434,9 +382,8 @@ type row struct {
 	hwcap          uint64
 }
 
-// merge is Encode of v's entries whose keys add does not replace,
-// followed by add: the index an error names counts the kept entries
-// first, as Encode of that slice would.
+// merge writes v's entries whose keys add does not replace, followed by
+// add: the index an error names counts the kept entries first.
 func merge(v view, add []Entry) ([]byte, error) {
 	// add's keys, sorted, to find the existing entries they replace
 	// without a map.
@@ -534,13 +481,6 @@ func (m *merger) cstr(off uint64) []byte {
 // str returns the string at off.
 func (m *merger) str(off uint64) []byte {
 	s := m.cstr(off)
-	return s[:bytes.IndexByte(s, 0)]
-}
-
-// str returns the string at file offset off, which check has seen
-// terminated.
-func (v *view) str(off uint64) []byte {
-	s := v.data[off:]
 	return s[:bytes.IndexByte(s, 0)]
 }
 

@@ -17,17 +17,18 @@ import (
 // x86-64-v3 glibc-hwcaps variants, libfoo.so.2, libfoo.so.10 and
 // libcuda.so.1; legacy.cache holds libh.so.1 in the legacy hwcap
 // subdirectories 2.36 still knew (tls, haswell, x86_64). The .txt files are
-// what its `ldconfig -p` printed for them.
-func TestParseMatchesGlibcReader(t *testing.T) {
+// what its `ldconfig -p` printed for them. The reference reader (ref_test.go),
+// the tests' one oracle, must see what glibc saw.
+func TestReferenceMatchesGlibcReader(t *testing.T) {
 	for _, name := range []string{"new", "compat", "old", "legacy"} {
 		t.Run(name, func(t *testing.T) {
-			entries, err := Parse(readFile(t, filepath.Join("testdata", name+".cache")))
+			entries, err := refParse(readFile(t, filepath.Join("testdata", name+".cache")))
 			if err != nil {
 				t.Fatal(err)
 			}
 			want := entryLines(string(readFile(t, filepath.Join("testdata", name+".cache.txt"))))
 			if got := listing(entries); got != want {
-				t.Fatalf("Parse sees\n%s\nglibc 2.36 saw\n%s", got, want)
+				t.Fatalf("the reference sees\n%s\nglibc 2.36 saw\n%s", got, want)
 			}
 		})
 	}
@@ -43,13 +44,13 @@ func hostCache(t testing.TB) []byte {
 	return data
 }
 
-func TestParseHostCache(t *testing.T) {
-	entries, err := Parse(hostCache(t))
+func TestReferenceReadsHostCache(t *testing.T) {
+	entries, err := refParse(hostCache(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := listing(entries), ldconfigList(t, "/etc/ld.so.cache"); got != want {
-		t.Fatalf("Parse and ldconfig -p disagree on /etc/ld.so.cache:\n%s\n---- ldconfig -p\n%s", got, want)
+		t.Fatalf("the reference and ldconfig -p disagree on /etc/ld.so.cache:\n%s\n---- ldconfig -p\n%s", got, want)
 	}
 	i := slices.IndexFunc(entries, func(e Entry) bool { return e.Key == "libc.so.6" })
 	if i < 0 {
@@ -101,7 +102,7 @@ func TestEncodeMatchesLdconfig(t *testing.T) {
 			if err != nil {
 				t.Skipf("%v", err)
 			}
-			entries, err := Parse(data)
+			entries, err := refParse(data)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,7 +111,7 @@ func TestEncodeMatchesLdconfig(t *testing.T) {
 				slices.Reverse(entries)
 				in = entries
 			}
-			out, err := Encode(in)
+			out, err := Merge(nil, in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,17 +143,17 @@ func TestSortMatchesLdconfig(t *testing.T) {
 		writeFile(t, filepath.Join(dir, n), lib) // no SONAME: the key is the file name
 	}
 	data, _ := ldconfigRoot(t, root, "/l", "new")
-	theirs, err := Parse(data)
+	theirs, err := refParse(data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	reversed := slices.Clone(theirs)
 	slices.Reverse(reversed)
-	out, err := Encode(reversed)
+	out, err := Merge(nil, reversed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ours, err := Parse(out)
+	ours, err := refParse(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,8 @@ func header(nlibs uint32, flags byte, rest ...byte) []byte {
 	return append(h, rest...)
 }
 
-func TestParseRejects(t *testing.T) {
+// TestOpenRejects: what Merge refuses to read as an image's cache.
+func TestOpenRejects(t *testing.T) {
 	oneEntry := header(1, 2, make([]byte, newEntrySize)...)
 	binary.LittleEndian.PutUint32(oneEntry[newHeaderSize+4:], 4096)
 	unterminated := header(1, 2, make([]byte, newEntrySize)...)
@@ -235,9 +237,9 @@ func TestParseRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse(tt.data)
+			_, err := open(tt.data)
 			if err == nil || err.Error() != tt.want {
-				t.Fatalf("Parse error %v, want %s", err, tt.want)
+				t.Fatalf("open error %v, want %s", err, tt.want)
 			}
 			if !errors.Is(err, ErrFormat) {
 				t.Fatalf("%v does not wrap ErrFormat", err)
@@ -248,19 +250,15 @@ func TestParseRejects(t *testing.T) {
 
 // Like the loader, a broken extension directory costs only the
 // glibc-hwcaps entries (their names are unknown), not the cache.
-func TestParseBadExtension(t *testing.T) {
+func TestMergeBadExtension(t *testing.T) {
 	data := readFile(t, "testdata/new.cache")
 	ext := binary.LittleEndian.Uint32(data[offExtension:])
 	data[ext] ^= 0xff // magic
-	entries, err := Parse(data)
+	out, err := Merge(data, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := Encode(entries)
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := Parse(out)
+	back, err := refParse(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,14 +272,14 @@ func TestParseBadExtension(t *testing.T) {
 	}
 }
 
-func TestEncodeRejectsNUL(t *testing.T) {
-	_, err := Encode([]Entry{
+func TestMergeRejectsNUL(t *testing.T) {
+	_, err := Merge(nil, []Entry{
 		{Key: "libok.so.1", Path: "/lib/libok.so.1", Flags: FlagX8664Libc6},
 		{Key: "libbad.so.1\x00", Path: "/lib/libbad.so.1", Flags: FlagX8664Libc6},
 	})
 	want := `entry 1 ("libbad.so.1\x00"): a NUL byte cannot be stored`
 	if err == nil || err.Error() != want {
-		t.Fatalf("Encode error %v, want %s", err, want)
+		t.Fatalf("Merge error %v, want %s", err, want)
 	}
 }
 
@@ -320,7 +318,7 @@ func TestMerge(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			entries, err := Parse(out)
+			entries, err := refParse(out)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -350,7 +348,7 @@ func TestMergeRejectsGarbage(t *testing.T) {
 	}
 }
 
-// normalized is what Parse(Encode(entries)) must return: entries in
+// normalized is what refParse(Merge(nil, entries)) must return: entries in
 // encoding order, unusable glibc-hwcaps entries dropped, hwcaps indices
 // (which belong to one file) cleared.
 func normalized(entries []Entry) []Entry {
@@ -368,7 +366,10 @@ func normalized(entries []Entry) []Entry {
 	return out
 }
 
-func FuzzParse(f *testing.F) {
+// FuzzRoundTrip: Merge refuses a file with ErrFormat or reads it, and
+// what the reference reads back from Merge's encoding of the reference's
+// entries is those entries, normalized.
+func FuzzRoundTrip(f *testing.F) {
 	for _, name := range []string{"new", "compat", "old", "legacy"} {
 		data, err := os.ReadFile(filepath.Join("testdata", name+".cache"))
 		if err != nil {
@@ -380,20 +381,20 @@ func FuzzParse(f *testing.F) {
 	f.Add(header(0, 0))
 	f.Add([]byte(magicOld + "\x00\x02\x00\x00\x00"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		entries, err := Parse(data)
+		if _, err := Merge(data, nil); err != nil && !errors.Is(err, ErrFormat) {
+			t.Fatalf("error %v does not wrap ErrFormat", err)
+		}
+		entries, err := refParse(data)
 		if err != nil {
-			if !errors.Is(err, ErrFormat) {
-				t.Fatalf("error %v does not wrap ErrFormat", err)
-			}
 			return
 		}
-		out, err := Encode(entries)
+		out, err := Merge(nil, entries)
 		if err != nil {
-			t.Fatalf("Encode of parsed entries: %v", err)
+			t.Fatalf("encoding the parsed entries: %v", err)
 		}
-		back, err := Parse(out)
+		back, err := refParse(out)
 		if err != nil {
-			t.Fatalf("Parse of our own encoding: %v", err)
+			t.Fatalf("the reference cannot read our encoding: %v", err)
 		}
 		for i := range back {
 			if back[i].HWCapsSubdir != "" {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 )
@@ -82,11 +81,6 @@ func sameResult(t *testing.T, existing []byte, add []Entry) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("Merge wrote %d bytes that differ from the reference's %d (first difference at %d)", len(got), len(want), firstDiff(got, want))
-	}
-	p, pErr := Parse(existing)
-	rp, rpErr := refParse(existing)
-	if (pErr == nil) != (rpErr == nil) || pErr != nil && pErr.Error() != rpErr.Error() || !reflect.DeepEqual(p, rp) {
-		t.Fatalf("Parse differs from the reference: %v / %v", pErr, rpErr)
 	}
 }
 
@@ -184,9 +178,9 @@ func FuzzMergeMatchesReference(f *testing.F) {
 		sameResult(t, data, add)
 		if entries, err := refParse(data); err == nil {
 			want, wantErr := refEncode(entries)
-			got, err := Encode(entries)
+			got, err := Merge(nil, entries)
 			if (err == nil) != (wantErr == nil) || !bytes.Equal(got, want) {
-				t.Fatalf("Encode differs from the reference: %v / %v", err, wantErr)
+				t.Fatalf("Merge into no cache differs from the reference's encoding: %v / %v", err, wantErr)
 			}
 		}
 	})

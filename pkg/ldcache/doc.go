@@ -30,7 +30,7 @@
 // Before glibc 2.32 ldconfig wrote the old "ld.so-1.7.0" format (16-byte
 // header, 12-byte entries {flags, key, value}) with the new format hidden in
 // its string table at the next 8-byte boundary; loaders then use only the
-// new part. Parse reads all three layouts; Encode writes only the new one,
+// new part. Merge reads all three layouts and writes only the new one,
 // which every x86_64 glibc since 2.2 reads.
 //
 // Order is what makes a cache work: the loader binary-searches the entries
@@ -38,7 +38,7 @@
 // libfoo.so.10 > libfoo.so.2), expecting them sorted in descending order,
 // then scans the run of equal keys and takes the first entry whose flags
 // match (0x0303 on x86_64), glibc-hwcaps entries first. An entry out of place
-// makes lookups of other names miss without any error. Encode sorts as
+// makes lookups of other names miss without any error. Merge sorts as
 // ldconfig does and keeps the relative order of equal entries, which
 // decides the loader's choice among them.
 //

@@ -37,16 +37,13 @@ func TestLimits(t *testing.T) {
 	add := []Entry{entry("libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1")}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			existing, err := Encode(tt.entries)
+			existing, err := refEncode(tt.entries)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, mergeErr := Merge(existing, add)
-			_, parseErr := Parse(existing)
-			for what, err := range map[string]error{"Merge": mergeErr, "Parse": parseErr} {
-				if tt.limit != errors.Is(err, errLimit) || tt.limit != errors.Is(err, ErrFormat) {
-					t.Errorf("%s error = %v, want a limit error: %v", what, err, tt.limit)
-				}
+			_, err = Merge(existing, add)
+			if tt.limit != errors.Is(err, errLimit) || tt.limit != errors.Is(err, ErrFormat) {
+				t.Errorf("Merge error = %v, want a limit error: %v", err, tt.limit)
 			}
 		})
 	}

@@ -101,7 +101,7 @@ func TestLoaderUsesMergedCache(t *testing.T) {
 	}
 	buildLib(t, wsl, "libwslprobe.so.1.1", "libwslprobe.so.1", 42)
 	host := hostCache(t)
-	hostEntries, err := Parse(host)
+	hostEntries, err := refParse(host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestLoaderUsesMergedCache(t *testing.T) {
 // same cache makes lookups miss, so the test can fail.
 func TestLoaderFindsEveryKey(t *testing.T) {
 	bin := probe(t)
-	hostEntries, err := Parse(hostCache(t))
+	hostEntries, err := refParse(hostCache(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestLoaderFindsEveryKey(t *testing.T) {
 	for k, p := range keep {
 		entries = append(entries, Entry{Key: k, Path: p, Flags: FlagX8664Libc6})
 	}
-	data, err := Encode(entries)
+	data, err := Merge(nil, entries)
 	if err != nil {
 		t.Fatal(err)
 	}

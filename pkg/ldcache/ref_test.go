@@ -1,9 +1,13 @@
 package ldcache
 
-// This file is a verbatim copy of Parse, Encode and Merge as they were
-// before Merge learned to work on the cache in place (commit 29427da),
-// renamed with a ref prefix: the differential tests compare the new Merge
-// with it byte for byte.
+// This file is the tests' one loader-cache oracle: Parse, Encode and Merge
+// as they were before Merge learned to work on the cache in place (commit
+// 29427da), renamed with a ref prefix. It shares no code with Merge's
+// reader and writer, so the differential tests compare Merge with it byte
+// for byte, and the other tests read what Merge wrote with refParse. It is
+// itself held to glibc: TestReferenceMatchesGlibcReader and
+// TestReferenceReadsHostCache against `ldconfig -p`. It has no limits
+// (TestLimits covers Merge's).
 
 import (
 	"bytes"

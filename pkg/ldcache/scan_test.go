@@ -112,7 +112,7 @@ func TestScanDirMatchesLdconfig(t *testing.T) {
 	root := t.TempDir()
 	rel := wslDir(t, root)
 	data, verbose := ldconfigRoot(t, root, "/"+rel, "new")
-	theirs, err := Parse(data)
+	theirs, err := refParse(data)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,3 +112,26 @@ func BenchmarkReadInput(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecode is the decoding alone, from memory: no file I/O, whose
+// cost on a loaded machine hides the decoder's.
+func BenchmarkDecode(b *testing.B) {
+	for _, cfg := range benchConfigs {
+		data, err := os.ReadFile(filepath.Join("testdata", cfg))
+		if err != nil {
+			b.Fatal(err)
+		}
+		state := []byte(`{"ociVersion":"1.2.1","id":"bench","status":"creating","pid":4242,"bundle":"/run/b","annotations":{"io.container.manager":"libpod","org.opencontainers.image.stopSignal":"15"}}`)
+		b.Run(strings.TrimSuffix(cfg, ".json"), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := decodeState(state); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := decodeSpec(data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

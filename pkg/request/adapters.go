@@ -23,6 +23,6 @@ func Targets(adapters []driverstore.Adapter) func(driverstore.Adapter) Target {
 }
 
 // Adapters returns the adapters r selects, in host order.
-func Adapters(r Request, adapters []driverstore.Adapter) ([]driverstore.Adapter, error) {
+func Adapters(r Selection, adapters []driverstore.Adapter) ([]driverstore.Adapter, error) {
 	return Select(r, adapters, Targets(adapters))
 }

@@ -43,8 +43,9 @@ type Selector struct {
 	Raw    string // as the user wrote it, for messages
 }
 
-// Request is a parsed GPU request.
-type Request struct {
+// Selection is a parsed GPU request: the adapters a container asked for,
+// as "all" or a list of selectors, and where it asked.
+type Selection struct {
 	All       bool
 	Selectors []Selector
 	// Source names where the request came from ("env NVIDIA_VISIBLE_DEVICES").
@@ -56,18 +57,18 @@ type Request struct {
 }
 
 // None reports a request for nothing: the hook must not touch the container.
-func (r Request) None() bool { return !r.All && len(r.Selectors) == 0 }
+func (r Selection) None() bool { return !r.All && len(r.Selectors) == 0 }
 
 // Parse reads a request value.
-func Parse(value string) (Request, error) {
+func Parse(value string) (Selection, error) {
 	v := strings.TrimSpace(value)
 	switch strings.ToLower(v) {
 	case "", "none", "void":
-		return Request{}, nil
+		return Selection{}, nil
 	case "all":
-		return Request{All: true}, nil
+		return Selection{All: true}, nil
 	}
-	var r Request
+	var r Selection
 	var errs []error
 	for _, item := range strings.Split(v, ",") {
 		item = strings.TrimSpace(item)
@@ -75,7 +76,7 @@ func Parse(value string) (Request, error) {
 			continue
 		}
 		if strings.EqualFold(item, "all") {
-			return Request{All: true}, nil
+			return Selection{All: true}, nil
 		}
 		s, err := parseSelector(item)
 		if err != nil {
@@ -85,7 +86,7 @@ func Parse(value string) (Request, error) {
 		r.Selectors = append(r.Selectors, s)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return Request{}, err
+		return Selection{}, err
 	}
 	return r, nil
 }
@@ -144,7 +145,7 @@ func (s Selector) Match(t Target, nvidiaIndexes bool) bool {
 // Select returns the items the request selects, in host order. A selector
 // that matches nothing is an error: silently giving a container fewer GPUs
 // than it asked for is how NVIDIA's users lose hours.
-func Select[T any](r Request, items []T, target func(T) Target) ([]T, error) {
+func Select[T any](r Selection, items []T, target func(T) Target) ([]T, error) {
 	if r.None() {
 		return nil, nil
 	}
@@ -189,7 +190,7 @@ func Select[T any](r Request, items []T, target func(T) Target) ([]T, error) {
 // FromSpec finds the request in a container's config: the annotation first,
 // then each environment variable in order; the first one present decides,
 // even when it says "none" (an explicit "void" must switch the hook off).
-func FromSpec(spec *oci.Spec, envs []string, annotation string) (Request, error) {
+func FromSpec(spec *oci.Spec, envs []string, annotation string) (Selection, error) {
 	raw, source := "", ""
 	if v, ok := spec.Annotations[annotation]; ok && annotation != "" {
 		raw, source = v, "annotation "+annotation
@@ -203,7 +204,7 @@ func FromSpec(spec *oci.Spec, envs []string, annotation string) (Request, error)
 	}
 	r, err := Parse(raw)
 	if err != nil {
-		return Request{}, fmt.Errorf("%s: %w", source, err)
+		return Selection{}, fmt.Errorf("%s: %w", source, err)
 	}
 	r.Source = source
 	r.NVIDIAIndexes = source == "env NVIDIA_VISIBLE_DEVICES"

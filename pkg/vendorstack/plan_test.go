@@ -246,20 +246,6 @@ type errString string
 
 func (e errString) Error() string { return string(e) }
 
-func TestMergeEnv(t *testing.T) {
-	env := []string{"PATH=/bin", "DISPLAY=:3"}
-	merged, kept := MergeEnv(env, []Var{{Name: "DISPLAY", Value: ":0"}, {Name: "LIBVA_DRIVER_NAME", Value: "d3d12"}})
-	if want := []string{"PATH=/bin", "DISPLAY=:3", "LIBVA_DRIVER_NAME=d3d12"}; !reflect.DeepEqual(merged, want) {
-		t.Errorf("merged = %q, want %q", merged, want)
-	}
-	if len(kept) != 1 || kept[0].Name != "DISPLAY" {
-		t.Errorf("kept = %+v", kept)
-	}
-	if env[1] != "DISPLAY=:3" || len(env) != 2 {
-		t.Errorf("MergeEnv changed its input: %q", env)
-	}
-}
-
 func TestAdapterEnv(t *testing.T) {
 	tests := []struct {
 		name string

@@ -18,7 +18,7 @@ import (
 // on this path (its prestart hook cannot), and the device nodes, whose
 // rules the runtime then owns. The binds are left to the hook it adds,
 // which makes them as it makes the driver folders'.
-func stackExtras(spec *oci.Spec, req request.Request, node devnode.Node, o Options) (specpatch.Extras, error) {
+func stackExtras(spec *oci.Spec, req request.Selection, node devnode.Node, o Options) (specpatch.Extras, error) {
 	caps, err := capability.FromSpec(spec)
 	if err != nil {
 		return specpatch.Extras{}, fmt.Errorf("%w: fix the container's GPU request", err)

@@ -150,7 +150,48 @@ func TestPackage(t *testing.T) {
 			purged := o.snapshot(t)
 			wantSame(t, "engine configuration after purge", before.engines, purged.engines)
 			wantSame(t, "files after purge", before.files, purged.files)
+
+			t.Run("upgrade regenerates the CDI specs", func(t *testing.T) {
+				upgradeRegeneratesSpecs(t, lower, deb, host, dxgsim)
+			})
 		})
+	}
+}
+
+// upgradeRegeneratesSpecs: on a fresh root, `wsl-gpu-ctl install cdi`
+// writes the specs and their unit; an older version's specs stand in
+// for them (a changed file); the package upgraded over itself (postinst
+// configure with the old version: what dpkg runs on an upgrade) writes
+// them again, with the command and options the unit names.
+func upgradeRegeneratesSpecs(t *testing.T, lower, deb, host, dxgsim string) {
+	o := newOverlay(t, lower)
+	o.write(t, "tmp/"+filepath.Base(deb), string(must(os.ReadFile(deb))))
+	o.chroot(t, nil, "apt-get", "install", "-y", "--no-install-recommends", "/tmp/"+filepath.Base(deb))
+	o.copyTree(t, filepath.Join(host, "usr/lib/wsl"), "usr/lib/wsl")
+	if err := os.MkdirAll(filepath.Join(o.upper, "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sim := []string{dxgsim, "--profile", "nvidia-laptop", "--dev", filepath.Join(o.upper, "dev/dxg"), "--"}
+	o.chroot(t, sim, "wsl-gpu-ctl", "install", "cdi")
+	specs, err := filepath.Glob(filepath.Join(o.upper, "etc/cdi/*.json"))
+	if err != nil || len(specs) == 0 {
+		t.Fatalf("install cdi wrote no spec in /etc/cdi: %v", err)
+	}
+	want := map[string]string{}
+	for _, f := range specs {
+		want[f] = string(must(os.ReadFile(f)))
+		if err := os.WriteFile(f, []byte("# written by an older wsl-gpu-hook\n"+want[f]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := o.chroot(t, sim, "apt-get", "install", "-y", "--reinstall", "/tmp/"+filepath.Base(deb))
+	if !strings.Contains(out, "wsl-gpu-hook: regenerated the CDI specs (/usr/bin/wsl-gpu-hook cdi generate") {
+		t.Errorf("postinst did not say it regenerated the specs:\n%s", out)
+	}
+	for f, w := range want {
+		if got := string(must(os.ReadFile(f))); got != w {
+			t.Errorf("%s after the upgrade:\n%s\nwant what install cdi wrote:\n%s", f, got, w)
+		}
 	}
 }
 

@@ -31,6 +31,9 @@ const (
 	hookConfig
 	// hookDefault: no --config, so the shipped defaults (real WSL paths);
 	// only meaningful with sim.bindHost, which puts the fixture there.
+	// runc then runs in a mount namespace of its own with outcome.run
+	// bound at /run, so the default probe cache (/run/wsl-gpu-hook) is
+	// written there and never on the machine.
 	hookDefault
 )
 
@@ -123,6 +126,7 @@ type checkResult struct {
 // outcome is everything a container run left to assert on.
 type outcome struct {
 	dir     string // work dir: bundle/, state/, dev/, hook.toml, hook.log
+	run     string // what runc saw at /run (hookDefault), under dir
 	rootfs  string
 	fixture string // "" without a simulator
 
@@ -234,6 +238,18 @@ func runBox(t *testing.T, b box) *outcome {
 	if b.wrapper {
 		runtime = linkNamed(t, hookBin, "wsl-gpu-runtime")
 		prefix = []string{"env", configEnv + "=" + cfgPath}
+	}
+	if b.hook == hookDefault {
+		// Inside dxgsim's namespace (its fixture and node stay visible),
+		// a private one where /run is a directory of this run's: the
+		// host's /run is left alone, and the test can read what the
+		// hook kept there.
+		o.run = filepath.Join(dir, "run")
+		if err := os.Mkdir(o.run, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		prefix = append([]string{"unshare", "--mount", "--propagation", "private", "--",
+			"sh", "-c", `mount --bind "$0" /run && exec "$@"`, o.run}, prefix...)
 	}
 	runcArgs := append(prefix, runtime, "--root", filepath.Join(dir, "state"), "run", "--bundle", bundle, id)
 	argv := runcArgs

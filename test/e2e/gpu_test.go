@@ -385,6 +385,11 @@ func TestShippedDefaultConfig(t *testing.T) {
 			if fileSize(logFile) <= logBefore {
 				t.Errorf("the hook wrote nothing to its default log %s", logFile)
 			}
+			// The default probe cache, /run/wsl-gpu-hook, as runBox
+			// shows the hook a /run of this run's own.
+			if kept, _ := filepath.Glob(filepath.Join(o.run, "wsl-gpu-hook", "probe-*.json")); len(kept) != 1 {
+				t.Errorf("the hook kept %d probe caches in its default /run/wsl-gpu-hook, want 1: %q", len(kept), kept)
+			}
 		})
 	}
 }

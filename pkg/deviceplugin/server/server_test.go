@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/deviceplugin"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
@@ -178,7 +179,7 @@ func startManager(t *testing.T, dir string, h *fakeHost) (*syncBuffer, string) {
 	t.Helper()
 	logs := &syncBuffer{}
 	features := filepath.Join(t.TempDir(), "features.d", "wsl-gpu-hook")
-	opt := deviceplugin.Options{Resources: deviceplugin.DefaultResources(), Replicas: 1, CDI: true, RequestEnv: "WSL_GPU_DEVICES"}
+	opt := deviceplugin.Options{Resources: deviceplugin.OptionsFrom(config.Default()).Resources, Replicas: 1, CDI: true, RequestEnv: "WSL_GPU_DEVICES"}
 	m := New(Config{PluginDir: dir, Options: opt, Interval: 50 * time.Millisecond, FeatureFile: features, List: h.list,
 		Log: slog.New(slog.NewTextHandler(logs, nil))})
 	ctx, cancel := context.WithCancel(context.Background())

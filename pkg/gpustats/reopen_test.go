@@ -1,0 +1,149 @@
+package gpustats
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+)
+
+// fakeSession is one open of the device: its adapters, and whether their
+// statistics fail (an adapter removed, a driver restarted under it).
+type fakeSession struct {
+	luids  []dxcore.LUID
+	fail   error
+	closed bool
+}
+
+func (f *fakeSession) Adapters() []dxcore.StatsAdapter {
+	var out []dxcore.StatsAdapter
+	for i, l := range f.luids {
+		out = append(out, dxcore.StatsAdapter{Adapter: dxcore.Adapter{Index: i, LUID: l}})
+	}
+	return out
+}
+
+func (f *fakeSession) Counts(dxcore.LUID) (dxcore.AdapterCounts, error) {
+	if f.closed {
+		return dxcore.AdapterCounts{}, errors.New("read after Close")
+	}
+	return dxcore.AdapterCounts{Nodes: 1}, f.fail
+}
+func (f *fakeSession) Segment(dxcore.LUID, int) (dxcore.Segment, error) { return dxcore.Segment{}, nil }
+func (f *fakeSession) VideoMemory(dxcore.LUID, dxcore.SegmentGroup) (dxcore.VideoMemoryInfo, error) {
+	return dxcore.VideoMemoryInfo{}, nil
+}
+func (f *fakeSession) Node(_ dxcore.LUID, i int) (dxcore.Node, error) {
+	return dxcore.Node{Ordinal: i, Type: dxcore.Engine3D, Name: "3D"}, nil
+}
+func (f *fakeSession) RunningTime(dxcore.LUID, int) (uint64, error) { return 0, nil }
+func (f *fakeSession) ProcessGroupUsage(dxcore.LUID, int, dxcore.SegmentGroup) (dxcore.GroupUsage, error) {
+	return dxcore.GroupUsage{}, nil
+}
+func (f *fakeSession) Close() error { f.closed = true; return nil }
+
+// fakeHost is the host as the sampler finds it: the LUIDs the kernel
+// lists now, and what the next open gives.
+type fakeHost struct {
+	luids   []dxcore.LUID
+	fail    error // statistics of sessions opened from now on
+	openErr error
+	opened  []*fakeSession
+	now     time.Time
+}
+
+func (h *fakeHost) open(string) (session, error) {
+	if h.openErr != nil {
+		return nil, h.openErr
+	}
+	s := &fakeSession{luids: slices.Clone(h.luids), fail: h.fail}
+	h.opened = append(h.opened, s)
+	return s, nil
+}
+
+func (h *fakeHost) list(string) ([]dxcore.LUID, error) { return slices.Clone(h.luids), nil }
+
+func luidsOf(s Sample) []string {
+	var out []string
+	for _, a := range s.Adapters {
+		out = append(out, a.LUID)
+	}
+	return out
+}
+
+// TestSamplerFollowsTheHost: a long-lived sampler (the metrics endpoint,
+// the device plugin) sees a driver update or an adapter change and a
+// recovered adapter, instead of reading the adapters it opened at start
+// until it restarts.
+func TestSamplerFollowsTheHost(t *testing.T) {
+	a, b, c := dxcore.LUID{Low: 0xa}, dxcore.LUID{Low: 0xb}, dxcore.LUID{Low: 0xc}
+	h := &fakeHost{luids: []dxcore.LUID{a}, now: time.Unix(1000, 0)}
+	p, err := open(Options{NoProcesses: true}, h.open, h.list, func() time.Time { return h.now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := func() Sample { h.now = h.now.Add(time.Second); return p.Sample() }
+
+	if got := luidsOf(sample()); !slices.Equal(got, []string{a.String()}) || len(h.opened) != 1 {
+		t.Fatalf("at start: %v, %d opens", got, len(h.opened))
+	}
+	// A driver update: the adapter restarts with a new LUID.
+	h.luids = []dxcore.LUID{b}
+	if got := luidsOf(sample()); !slices.Equal(got, []string{b.String()}) {
+		t.Fatalf("after a driver update: %v, want the new LUID %s", got, b)
+	}
+	if len(h.opened) != 2 || !h.opened[0].closed {
+		t.Fatalf("%d opens, old session closed %v", len(h.opened), h.opened[0].closed)
+	}
+	// An adapter added.
+	h.luids = []dxcore.LUID{b, c}
+	if got := luidsOf(sample()); len(got) != 2 {
+		t.Fatalf("after an adapter was added: %v", got)
+	}
+	// Nothing changed: no reopen, and busy ratios keep their baseline.
+	if sample(); len(h.opened) != 3 {
+		t.Fatalf("reopened with nothing changed: %d opens", len(h.opened))
+	}
+
+	// The host cannot be opened right now: the old session stays, and
+	// the next sample tries again.
+	h.luids, h.openErr = []dxcore.LUID{c}, errors.New("no such device")
+	if got := luidsOf(sample()); len(got) != 2 || h.opened[2].closed {
+		t.Fatalf("with the reopen failing: %v, closed %v", got, h.opened[2].closed)
+	}
+	h.openErr = nil
+	if got := luidsOf(sample()); !slices.Equal(got, []string{c.String()}) {
+		t.Fatalf("once it opens again: %v", got)
+	}
+}
+
+// TestSamplerReopensAfterFailures: statistics that fail with the same
+// LUIDs listed (the adapter's handle went stale under a driver restart)
+// reopen the session, but at most once per reopenAfterError, so an
+// adapter that stays broken costs no enumeration per scrape.
+func TestSamplerReopensAfterFailures(t *testing.T) {
+	a := dxcore.LUID{Low: 0xa}
+	h := &fakeHost{luids: []dxcore.LUID{a}, fail: errors.New("LX_DXQUERYSTATISTICS: no such device"), now: time.Unix(1000, 0)}
+	p, err := open(Options{NoProcesses: true}, h.open, h.list, func() time.Time { return h.now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Sample()
+	if len(s.Adapters) != 1 || !strings.Contains(s.Adapters[0].Error, "no such device") {
+		t.Fatalf("failing adapter: %+v", s.Adapters)
+	}
+	h.now = h.now.Add(reopenAfterError / 2)
+	p.Sample()
+	if len(h.opened) != 1 {
+		t.Fatalf("reopened %d times within %s", len(h.opened)-1, reopenAfterError)
+	}
+	h.fail = nil // the adapter is back
+	h.now = h.now.Add(reopenAfterError)
+	s = p.Sample()
+	if len(h.opened) != 2 || !h.opened[0].closed || s.Adapters[0].Error != "" {
+		t.Fatalf("after %s: %d opens, adapter %+v", reopenAfterError, len(h.opened), s.Adapters[0])
+	}
+}
