@@ -124,8 +124,9 @@ type options struct {
 	count string // count one start of this variant instead of timing
 	// trace runs this hook-alone variant once under wrap, instead of the
 	// counts and the timing.
-	trace string
-	wrap  string
+	trace     string
+	wrap      string
+	traceRuns int
 }
 
 func main() {
@@ -145,6 +146,7 @@ func main() {
 	flag.StringVar(&o.host, "host", "", "internal: the host of a re-run under dxgsim")
 	flag.StringVar(&o.count, "count", "", "internal: count one start of this variant")
 	flag.StringVar(&o.trace, "trace", "", "run this hook-alone `VARIANT` (emptygo, hook, cold, compare) once, warm, under --wrap, instead of measuring")
+	flag.IntVar(&o.traceRuns, "trace-runs", 1, "with --trace: runs of the variant (a system-wide perf record around them collects many)")
 	flag.StringVar(&o.wrap, "wrap", "", "with --trace: the `COMMAND` (split on spaces) to run the hook under, e.g. \"strace -f -tt -T -o /tmp/hook.strace\" or \"perf stat -r 20\"")
 	flag.Parse()
 	var err error
@@ -315,7 +317,7 @@ func runHost(o options, work string, h host) error {
 		return cmd.Run()
 	}
 	if o.trace != "" {
-		return underSim(nil, append(childArgs, "--trace", o.trace, "--wrap", o.wrap)...)
+		return underSim(nil, append(childArgs, "--trace", o.trace, "--wrap", o.wrap, "--trace-runs", strconv.Itoa(o.traceRuns))...)
 	}
 	// One counted start of each variant, cold before hook: it leaves the
 	// cache the warm start finds.
@@ -480,7 +482,7 @@ func child(work string, o options) error {
 		return err
 	}
 	if o.trace != "" {
-		return traceAlone(work, h, &base, variants, o.trace, strings.Fields(o.wrap))
+		return traceAlone(work, h, &base, variants, o.trace, strings.Fields(o.wrap), o.traceRuns)
 	}
 	if o.count != "" {
 		i := slices.IndexFunc(variants, func(v variant) bool { return v.name == o.count })
@@ -558,10 +560,10 @@ func hookOnly(work string, h host, base *specs.Spec, variants []variant, runs in
 }
 
 // traceAlone runs one hook-alone variant (emptygo, hook, cold or compare)
-// under wrap (strace, perf stat, ...), after one untimed run of it that
-// warms the probe and page caches, and prints how long the wrapped run
-// took. It is how one finds where a start's time goes.
-func traceAlone(work string, h host, base *specs.Spec, variants []variant, name string, wrap []string) error {
+// runs times under wrap (strace, perf stat, ...), after one untimed run of
+// it that warms the probe and page caches, and prints how long the wrapped
+// runs took. It is how one finds where a start's time goes.
+func traceAlone(work string, h host, base *specs.Spec, variants []variant, name string, wrap []string, runs int) error {
 	a, err := newAlone(work, h, base, variants)
 	if err != nil {
 		return err
@@ -574,11 +576,15 @@ func traceAlone(work string, h host, base *specs.Spec, variants []variant, name 
 	if _, err := a.run(a.hooks[i], nil); err != nil {
 		return err
 	}
-	r, err := a.run(a.hooks[i], wrap)
-	if err != nil {
-		return err
+	var wall, cpu []time.Duration
+	for range max(runs, 1) {
+		r, err := a.run(a.hooks[i], wrap)
+		if err != nil {
+			return err
+		}
+		wall, cpu = append(wall, r.wall), append(cpu, r.cpu)
 	}
-	fmt.Printf("%s (%s host) under %q: %s ms\n", name, h.name, strings.Join(wrap, " "), ms(r.wall))
+	fmt.Printf("%s (%s host) under %q, %d runs: median %s ms, cpu %s ms\n", name, h.name, strings.Join(wrap, " "), len(wall), ms(median(wall)), ms(median(cpu)))
 	return nil
 }
 
