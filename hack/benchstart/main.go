@@ -127,6 +127,9 @@ type options struct {
 	trace     string
 	wrap      string
 	traceRuns int
+	// aloneOnly measures only the hook process alone (no runc starts, no
+	// counts): the quick, CPU-time view of a change.
+	aloneOnly bool
 }
 
 func main() {
@@ -146,6 +149,7 @@ func main() {
 	flag.StringVar(&o.host, "host", "", "internal: the host of a re-run under dxgsim")
 	flag.StringVar(&o.count, "count", "", "internal: count one start of this variant")
 	flag.StringVar(&o.trace, "trace", "", "run this hook-alone `VARIANT` (emptygo, hook, cold, compare) once, warm, under --wrap, instead of measuring")
+	flag.BoolVar(&o.aloneOnly, "alone-only", false, "measure only the hook process alone (its wall and CPU time next to the empty Go hook), not the container starts")
 	flag.IntVar(&o.traceRuns, "trace-runs", 1, "with --trace: runs of the variant (a system-wide perf record around them collects many)")
 	flag.StringVar(&o.wrap, "wrap", "", "with --trace: the `COMMAND` (split on spaces) to run the hook under, e.g. \"strace -f -tt -T -o /tmp/hook.strace\" or \"perf stat -r 20\"")
 	flag.Parse()
@@ -319,6 +323,9 @@ func runHost(o options, work string, h host) error {
 	if o.trace != "" {
 		return underSim(nil, append(childArgs, "--trace", o.trace, "--wrap", o.wrap, "--trace-runs", strconv.Itoa(o.traceRuns))...)
 	}
+	if o.aloneOnly {
+		return underSim(nil, append(childArgs, "--alone-only")...)
+	}
 	// One counted start of each variant, cold before hook: it leaves the
 	// cache the warm start finds.
 	counts := map[string]roundTrips{}
@@ -490,6 +497,9 @@ func child(work string, o options) error {
 			return fmt.Errorf("no variant %q", o.count)
 		}
 		return countOnce(work, h, &base, variants[i])
+	}
+	if o.aloneOnly {
+		return hookOnly(work, h, &base, variants, o.runs)
 	}
 	if err := measure(work, h, &base, variants, o.runs); err != nil {
 		return err
