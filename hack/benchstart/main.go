@@ -36,6 +36,15 @@
 //	        boundary shapes it (defaults and their sources at
 //	        defaultFSLatency)
 //
+// Then the hook process alone: the hook, cold and warm (and --compare's
+// binary), and the empty Go hook exec'd the way runc runs a prestart hook,
+// with a created container's state on stdin, each run on a fresh root and
+// a fresh mount namespace as a first start has: wall time, and the CPU time
+// and page faults the kernel accounted to the process, which a loaded
+// machine disturbs much less. --alone-only measures only that; --trace V
+// --wrap CMD [--trace-runs N] runs one of them under strace, perf and the
+// like instead.
+//
 // Round trips are counted on one extra start of each variant: dxg ioctls by
 // dxgsim (its --report; QUERYADAPTERINFO is the host-bound one) and file
 // system requests by latencyfs (latency host only; each is a round trip to
@@ -101,6 +110,9 @@ const (
 // synchronous VM-bus message to dxgkrnl on Windows. No public measurement
 // of it was found; it is taken equal to a 9p request, which is also a
 // VM-bus round trip to a Windows service (the file server), and is a flag.
+//
+// Both are waited out by test/hostdelay, to within tens of microseconds:
+// up to c3fc53c they were time.Sleep, which made each 100 us a millisecond.
 const (
 	defaultFSLatency  = 100 * time.Microsecond
 	defaultDxgLatency = 100 * time.Microsecond
