@@ -183,11 +183,16 @@ type host struct {
 	libDir, driversDir string // what the hook's config and NVIDIA's binds use
 	config             string // the hook's config for this host
 	cacheDir           string // its probe_cache
-	control            string // latencyfs's socket; "" on the plain host
+	// coldConfig and coldCacheDir are the cold variant's: emptying its
+	// cache before each start must not make the warm variants (hook, a
+	// --compare binary that may keep another file format) cold too.
+	coldConfig, coldCacheDir string
+	control                  string // latencyfs's socket; "" on the plain host
 }
 
 func hostIn(work, name string) host {
-	h := host{name: name, config: filepath.Join(work, "hook-"+name+".toml"), cacheDir: filepath.Join(work, "cache-"+name)}
+	h := host{name: name, config: filepath.Join(work, "hook-"+name+".toml"), cacheDir: filepath.Join(work, "cache-"+name),
+		coldConfig: filepath.Join(work, "hook-"+name+"-cold.toml"), coldCacheDir: filepath.Join(work, "cache-"+name+"-cold")}
 	switch name {
 	case "latency":
 		h.libDir, h.driversDir = filepath.Join(work, "lat", "lib"), filepath.Join(work, "lat", "drivers")
@@ -297,10 +302,12 @@ func prepareAndRun(o options) error {
 // runHost sets up one host, counts one start of each variant, then times
 // them.
 func runHost(o options, work string, h host) error {
-	cfg := fmt.Sprintf("dxg_device = %q\nlib_dir = %q\ndrivers_dir = %q\nlog_file = %q\nprobe_cache = %q\n",
-		filepath.Join(work, "dev/dxg"), h.libDir, h.driversDir, filepath.Join(work, "hook.log"), h.cacheDir)
-	if err := os.WriteFile(h.config, []byte(cfg), 0o644); err != nil {
-		return err
+	for _, c := range []struct{ path, cache string }{{h.config, h.cacheDir}, {h.coldConfig, h.coldCacheDir}} {
+		cfg := fmt.Sprintf("dxg_device = %q\nlib_dir = %q\ndrivers_dir = %q\nlog_file = %q\nprobe_cache = %q\n",
+			filepath.Join(work, "dev/dxg"), h.libDir, h.driversDir, filepath.Join(work, "hook.log"), c.cache)
+		if err := os.WriteFile(c.path, []byte(cfg), 0o644); err != nil {
+			return err
+		}
 	}
 	dxgArgs := []string{"--profile", profileName, "--dev", filepath.Join(work, "dev/dxg")}
 	if h.name == "latency" {
@@ -338,12 +345,15 @@ func runHost(o options, work string, h host) error {
 	if o.aloneOnly {
 		return underSim(nil, append(childArgs, "--alone-only")...)
 	}
-	// One counted start of each variant, cold before hook: it leaves the
-	// cache the warm start finds.
+	// One counted start of each variant, after an uncounted one that
+	// leaves the cache a warm start finds.
 	counts := map[string]roundTrips{}
 	for _, v := range variantNames {
 		if !hasVariant(v, o.compare != "", o.empty != "") {
 			continue
+		}
+		if err := underSim(nil, append(slices.Clone(childArgs), "--count", v)...); err != nil {
+			return fmt.Errorf("warm up %s under dxgsim: %w", v, err)
 		}
 		rep := filepath.Join(work, "count-"+h.name+"-"+v+".json")
 		if err := underSim([]string{"--report", rep}, append(slices.Clone(childArgs), "--count", v)...); err != nil {
@@ -466,8 +476,7 @@ type variant struct {
 	env     []string
 }
 
-// variantNames orders the report: plain first, the floors last; cold comes
-// before hook so that counting cold leaves the cache hook finds.
+// variantNames orders the report: plain first, the floors last.
 var variantNames = []string{"plain", "cold", "hook", "cdihook", "wrapper", "nvcdi", "compare", "true", "emptygo"}
 
 func hasVariant(name string, compare, floors bool) bool {
@@ -689,7 +698,7 @@ func newAlone(work string, h host, base *specs.Spec, variants []variant) (a *alo
 	a.hooks = []aloneHook{
 		{"emptygo", []string{filepath.Join(work, "emptyhook")}, nil},
 		{"hook", []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.config, "prestart"}, hook.before},
-		{"cold", []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.config, "prestart"}, cold.before},
+		{"cold", []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.coldConfig, "prestart"}, cold.before},
 	}
 	if _, err := os.Stat(filepath.Join(work, "wsl-gpu-hook-compare")); err == nil {
 		a.hooks = append(a.hooks, aloneHook{"compare", []string{filepath.Join(work, "wsl-gpu-hook-compare"), "--config", h.config, "prestart"}, hook.before})
@@ -817,22 +826,23 @@ func makeVariants(work string, h host, compare, floors bool) ([]variant, error) 
 	if err != nil {
 		return nil, err
 	}
-	withHook := func(bin string) func(*specs.Spec, string) {
+	withHookConfig := func(bin, cfg string) func(*specs.Spec, string) {
 		return func(s *specs.Spec, _ string) {
 			s.Process.Env = append(s.Process.Env, "WSL_GPU_DEVICES=all")
 			s.Hooks = &specs.Hooks{Prestart: []specs.Hook{{ //nolint:staticcheck // Docker still uses prestart.
 				Path: filepath.Join(work, bin),
-				Args: []string{"wsl-gpu-hook", "--config", h.config, "prestart"},
+				Args: []string{"wsl-gpu-hook", "--config", cfg, "prestart"},
 			}}}
 		}
 	}
+	withHook := func(bin string) func(*specs.Spec, string) { return withHookConfig(bin, h.config) }
 	clearCache := func() error {
-		ents, err := os.ReadDir(h.cacheDir)
+		ents, err := os.ReadDir(h.coldCacheDir)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 		for _, e := range ents {
-			if err := os.Remove(filepath.Join(h.cacheDir, e.Name())); err != nil {
+			if err := os.Remove(filepath.Join(h.coldCacheDir, e.Name())); err != nil {
 				return err
 			}
 		}
@@ -850,7 +860,7 @@ func makeVariants(work string, h host, compare, floors bool) ([]variant, error) 
 		case "hook":
 			v.edit = withHook("wsl-gpu-hook")
 		case "cold":
-			v.edit, v.before = withHook("wsl-gpu-hook"), clearCache
+			v.edit, v.before = withHookConfig("wsl-gpu-hook", h.coldConfig), clearCache
 		case "cdihook":
 			v.edit = cdiEdits(work, h, node)
 		case "wrapper":
