@@ -12,7 +12,10 @@
 # (FUSE) and delays dxg calls to the host, as WSL's VM boundary does;
 # FS_LATENCY and DXG_LATENCY override its per-request delays (defaults and
 # their sources in hack/benchstart). Each start's round trips to the host
-# (dxg ioctls, file system requests) are counted next to its time.
+# (dxg ioctls, file system requests) are counted next to its time. The
+# hook process alone is timed too, with its CPU time and page faults;
+# `--alone-only` measures only that, `--trace hook --wrap 'strace -f -T -o F'`
+# runs one variant under a wrapper (more in hack/benchstart).
 set -eu
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then

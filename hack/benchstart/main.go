@@ -36,6 +36,15 @@
 //	        boundary shapes it (defaults and their sources at
 //	        defaultFSLatency)
 //
+// Then the hook process alone: the hook, cold and warm (and --compare's
+// binary), and the empty Go hook exec'd the way runc runs a prestart hook,
+// with a created container's state on stdin, each run on a fresh root and
+// a fresh mount namespace as a first start has: wall time, and the CPU time
+// and page faults the kernel accounted to the process, which a loaded
+// machine disturbs much less. --alone-only measures only that; --trace V
+// --wrap CMD [--trace-runs N] runs one of them under strace, perf and the
+// like instead.
+//
 // Round trips are counted on one extra start of each variant: dxg ioctls by
 // dxgsim (its --report; QUERYADAPTERINFO is the host-bound one) and file
 // system requests by latencyfs (latency host only; each is a round trip to
@@ -101,6 +110,9 @@ const (
 // synchronous VM-bus message to dxgkrnl on Windows. No public measurement
 // of it was found; it is taken equal to a 9p request, which is also a
 // VM-bus round trip to a Windows service (the file server), and is a flag.
+//
+// Both are waited out by test/hostdelay, to within tens of microseconds:
+// up to c3fc53c they were time.Sleep, which made each 100 us a millisecond.
 const (
 	defaultFSLatency  = 100 * time.Microsecond
 	defaultDxgLatency = 100 * time.Microsecond
@@ -122,6 +134,14 @@ type options struct {
 	// In the re-runs under dxgsim:
 	host  string // the host measured
 	count string // count one start of this variant instead of timing
+	// trace runs this hook-alone variant once under wrap, instead of the
+	// counts and the timing.
+	trace     string
+	wrap      string
+	traceRuns int
+	// aloneOnly measures only the hook process alone (no runc starts, no
+	// counts): the quick, CPU-time view of a change.
+	aloneOnly bool
 }
 
 func main() {
@@ -140,6 +160,10 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the work dir")
 	flag.StringVar(&o.host, "host", "", "internal: the host of a re-run under dxgsim")
 	flag.StringVar(&o.count, "count", "", "internal: count one start of this variant")
+	flag.StringVar(&o.trace, "trace", "", "run this hook-alone `VARIANT` (emptygo, hook, cold, compare) once, warm, under --wrap, instead of measuring")
+	flag.BoolVar(&o.aloneOnly, "alone-only", false, "measure only the hook process alone (its wall and CPU time next to the empty Go hook), not the container starts")
+	flag.IntVar(&o.traceRuns, "trace-runs", 1, "with --trace: runs of the variant (a system-wide perf record around them collects many)")
+	flag.StringVar(&o.wrap, "wrap", "", "with --trace: the `COMMAND` (split on spaces) to run the hook under, e.g. \"strace -f -tt -T -o /tmp/hook.strace\" or \"perf stat -r 20\"")
 	flag.Parse()
 	var err error
 	if w := os.Getenv(envWork); w != "" {
@@ -159,11 +183,16 @@ type host struct {
 	libDir, driversDir string // what the hook's config and NVIDIA's binds use
 	config             string // the hook's config for this host
 	cacheDir           string // its probe_cache
-	control            string // latencyfs's socket; "" on the plain host
+	// coldConfig and coldCacheDir are the cold variant's: emptying its
+	// cache before each start must not make the warm variants (hook, a
+	// --compare binary that may keep another file format) cold too.
+	coldConfig, coldCacheDir string
+	control                  string // latencyfs's socket; "" on the plain host
 }
 
 func hostIn(work, name string) host {
-	h := host{name: name, config: filepath.Join(work, "hook-"+name+".toml"), cacheDir: filepath.Join(work, "cache-"+name)}
+	h := host{name: name, config: filepath.Join(work, "hook-"+name+".toml"), cacheDir: filepath.Join(work, "cache-"+name),
+		coldConfig: filepath.Join(work, "hook-"+name+"-cold.toml"), coldCacheDir: filepath.Join(work, "cache-"+name+"-cold")}
 	switch name {
 	case "latency":
 		h.libDir, h.driversDir = filepath.Join(work, "lat", "lib"), filepath.Join(work, "lat", "drivers")
@@ -273,10 +302,12 @@ func prepareAndRun(o options) error {
 // runHost sets up one host, counts one start of each variant, then times
 // them.
 func runHost(o options, work string, h host) error {
-	cfg := fmt.Sprintf("dxg_device = %q\nlib_dir = %q\ndrivers_dir = %q\nlog_file = %q\nprobe_cache = %q\n",
-		filepath.Join(work, "dev/dxg"), h.libDir, h.driversDir, filepath.Join(work, "hook.log"), h.cacheDir)
-	if err := os.WriteFile(h.config, []byte(cfg), 0o644); err != nil {
-		return err
+	for _, c := range []struct{ path, cache string }{{h.config, h.cacheDir}, {h.coldConfig, h.coldCacheDir}} {
+		cfg := fmt.Sprintf("dxg_device = %q\nlib_dir = %q\ndrivers_dir = %q\nlog_file = %q\nprobe_cache = %q\n",
+			filepath.Join(work, "dev/dxg"), h.libDir, h.driversDir, filepath.Join(work, "hook.log"), c.cache)
+		if err := os.WriteFile(c.path, []byte(cfg), 0o644); err != nil {
+			return err
+		}
 	}
 	dxgArgs := []string{"--profile", profileName, "--dev", filepath.Join(work, "dev/dxg")}
 	if h.name == "latency" {
@@ -308,12 +339,21 @@ func runHost(o options, work string, h host) error {
 		cmd.Env = append(os.Environ(), envWork+"="+work)
 		return cmd.Run()
 	}
-	// One counted start of each variant, cold before hook: it leaves the
-	// cache the warm start finds.
+	if o.trace != "" {
+		return underSim(nil, append(childArgs, "--trace", o.trace, "--wrap", o.wrap, "--trace-runs", strconv.Itoa(o.traceRuns))...)
+	}
+	if o.aloneOnly {
+		return underSim(nil, append(childArgs, "--alone-only")...)
+	}
+	// One counted start of each variant, after an uncounted one that
+	// leaves the cache a warm start finds.
 	counts := map[string]roundTrips{}
 	for _, v := range variantNames {
 		if !hasVariant(v, o.compare != "", o.empty != "") {
 			continue
+		}
+		if err := underSim(nil, append(slices.Clone(childArgs), "--count", v)...); err != nil {
+			return fmt.Errorf("warm up %s under dxgsim: %w", v, err)
 		}
 		rep := filepath.Join(work, "count-"+h.name+"-"+v+".json")
 		if err := underSim([]string{"--report", rep}, append(slices.Clone(childArgs), "--count", v)...); err != nil {
@@ -436,8 +476,7 @@ type variant struct {
 	env     []string
 }
 
-// variantNames orders the report: plain first, the floors last; cold comes
-// before hook so that counting cold leaves the cache hook finds.
+// variantNames orders the report: plain first, the floors last.
 var variantNames = []string{"plain", "cold", "hook", "cdihook", "wrapper", "nvcdi", "compare", "true", "emptygo"}
 
 func hasVariant(name string, compare, floors bool) bool {
@@ -470,12 +509,18 @@ func child(work string, o options) error {
 	if err != nil {
 		return err
 	}
+	if o.trace != "" {
+		return traceAlone(work, h, &base, variants, o.trace, strings.Fields(o.wrap), o.traceRuns)
+	}
 	if o.count != "" {
 		i := slices.IndexFunc(variants, func(v variant) bool { return v.name == o.count })
 		if i < 0 {
 			return fmt.Errorf("no variant %q", o.count)
 		}
 		return countOnce(work, h, &base, variants[i])
+	}
+	if o.aloneOnly {
+		return hookOnly(work, h, &base, variants, o.runs)
 	}
 	if err := measure(work, h, &base, variants, o.runs); err != nil {
 		return err
@@ -486,10 +531,127 @@ func child(work string, o options) error {
 // hookOnly times the hook process alone, the way runc runs a prestart hook
 // (the state on stdin), against one created container, next to the empty
 // Go hook run the same way: a whole start's noise (runc, the overlay, the
-// cgroup) stays out. After the first run the container's mounts are there
-// already and the hook keeps them (it checks each), which a first start
-// does not do; the probe is the same.
+// cgroup) stays out. Each run gets what a first start has: a fresh overlay
+// root and a fresh mount namespace (nothing of an earlier run mounted, made
+// or written in it); only the probe cache carries over, as between starts.
+// Besides the wall time it reports each variant's CPU time (user + system,
+// all threads) and page faults from the kernel's accounting of the
+// process: on a shared machine those move much less than wall time.
 func hookOnly(work string, h host, base *specs.Spec, variants []variant, runs int) error {
+	if _, err := os.Stat(filepath.Join(work, "emptyhook")); err != nil {
+		return nil // no floor to compare with
+	}
+	a, err := newAlone(work, h, base, variants)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	type sample struct{ wall, cpu, faults []time.Duration }
+	got := map[string]*sample{}
+	for i := -1; i < runs; i++ { // round -1 warms up
+		for k := range a.hooks {
+			v := a.hooks[(max(i, 0)+k)%len(a.hooks)]
+			r, err := a.run(v, nil)
+			if err != nil {
+				return err
+			}
+			if i < 0 {
+				continue
+			}
+			if got[v.name] == nil {
+				got[v.name] = &sample{}
+			}
+			s := got[v.name]
+			s.wall = append(s.wall, r.wall)
+			s.cpu = append(s.cpu, r.cpu)
+			// Counts ride in a Duration slice to share median.
+			s.faults = append(s.faults, time.Duration(r.faults))
+		}
+	}
+	floor := got["emptygo"]
+	fmt.Printf("the hook process alone (%s host), exec'd with a created container's state, each run on a fresh root and mount namespace, %d runs each, alternating:\n", h.name, runs)
+	for _, v := range a.hooks {
+		t := got[v.name]
+		line := fmt.Sprintf("  %-7s median %5s ms, p25 %5s, p75 %5s, min %5s", v.name, ms(median(t.wall)), ms(quantile(t.wall, 0.25)), ms(quantile(t.wall, 0.75)), ms(slices.Min(t.wall)))
+		if v.name != "emptygo" {
+			line += fmt.Sprintf("; over the empty Go hook %s ms (medians), paired %s ms", ms(median(t.wall)-median(floor.wall)), ms(median(paired(t.wall, floor.wall))))
+		}
+		fmt.Println(line)
+	}
+	fmt.Println("  CPU time (user+system, all threads) and page faults, medians:")
+	for _, v := range a.hooks {
+		t := got[v.name]
+		line := fmt.Sprintf("  %-7s cpu %5s ms, page faults %4d", v.name, ms(median(t.cpu)), int64(median(t.faults)))
+		if v.name != "emptygo" {
+			line += fmt.Sprintf("; over the empty Go hook: cpu %s ms, %d faults", ms(median(t.cpu)-median(floor.cpu)), int64(median(t.faults)-median(floor.faults)))
+		}
+		fmt.Println(line)
+	}
+	return nil
+}
+
+// traceAlone runs one hook-alone variant (emptygo, hook, cold or compare)
+// runs times under wrap (strace, perf stat, ...), after one untimed run of
+// it that warms the probe and page caches, and prints how long the wrapped
+// runs took. It is how one finds where a start's time goes.
+func traceAlone(work string, h host, base *specs.Spec, variants []variant, name string, wrap []string, runs int) error {
+	a, err := newAlone(work, h, base, variants)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	i := slices.IndexFunc(a.hooks, func(v aloneHook) bool { return v.name == name })
+	if i < 0 {
+		return fmt.Errorf("--trace: no hook-alone variant %q (emptygo, hook, cold, compare)", name)
+	}
+	if _, err := a.run(a.hooks[i], nil); err != nil {
+		return err
+	}
+	var wall, cpu []time.Duration
+	for range max(runs, 1) {
+		r, err := a.run(a.hooks[i], wrap)
+		if err != nil {
+			return err
+		}
+		wall, cpu = append(wall, r.wall), append(cpu, r.cpu)
+	}
+	fmt.Printf("%s (%s host) under %q, %d runs: median %s ms, cpu %s ms\n", name, h.name, strings.Join(wrap, " "), len(wall), ms(median(wall)), ms(median(cpu)))
+	return nil
+}
+
+// aloneHook is one hook run alone against the created container.
+type aloneHook struct {
+	name   string
+	args   []string
+	before func() error
+}
+
+// alone is the created container the hooks run alone against: the
+// container (for its cgroups), an overlay root at the bundle's rootfs
+// made fresh for every run, and the stand-in the hook takes for the
+// container's process.
+type alone struct {
+	id, dir, rootfs string
+	hooks           []aloneHook
+	standIn         *exec.Cmd
+	cleanups        []func()
+	lower           string
+	n               int
+}
+
+// aloneRun is what one run cost.
+type aloneRun struct {
+	wall, cpu time.Duration
+	faults    int64
+}
+
+func newAlone(work string, h host, base *specs.Spec, variants []variant) (a *alone, err error) {
+	a = &alone{id: "bench-hookonly", lower: filepath.Join(work, "lower")}
+	defer func() {
+		if err != nil {
+			a.close()
+		}
+	}()
 	var hook, cold variant
 	for _, v := range variants {
 		switch v.name {
@@ -499,27 +661,19 @@ func hookOnly(work string, h host, base *specs.Spec, variants []variant, runs in
 			cold = v
 		}
 	}
-	if _, err := os.Stat(filepath.Join(work, "emptyhook")); err != nil {
-		return nil // no floor to compare with
+	a.dir = filepath.Join(work, "runs", a.id)
+	bundle := filepath.Join(a.dir, "bundle")
+	a.rootfs = filepath.Join(bundle, "rootfs")
+	if err := os.MkdirAll(a.rootfs, 0o755); err != nil {
+		return nil, err
 	}
-	id := "bench-hookonly"
-	dir := filepath.Join(work, "runs", id)
-	bundle := filepath.Join(dir, "bundle")
-	rootfs := filepath.Join(bundle, "rootfs")
-	upper, wdir := filepath.Join(dir, "upper"), filepath.Join(dir, "work")
-	for _, d := range []string{rootfs, upper, wdir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
+	a.cleanups = append(a.cleanups, func() { os.RemoveAll(a.dir) })
+	if err := a.freshRoot(); err != nil {
+		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", filepath.Join(work, "lower"), upper, wdir)
-	if err := unix.Mount("overlay", rootfs, "overlay", 0, opts); err != nil {
-		return fmt.Errorf("mount overlay: %w", err)
-	}
-	defer unix.Unmount(rootfs, unix.MNT_DETACH)
+	a.cleanups = append(a.cleanups, func() { unix.Unmount(a.rootfs, unix.MNT_DETACH) })
 	spec := clone(base)
-	spec.Linux.CgroupsPath = "/" + cgroupParent + "/" + id
+	spec.Linux.CgroupsPath = "/" + cgroupParent + "/" + a.id
 	if spec.Linux.Resources == nil {
 		spec.Linux.Resources = &specs.LinuxResources{}
 	}
@@ -529,86 +683,138 @@ func hookOnly(work string, h host, base *specs.Spec, variants []variant, runs in
 		err = os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	state := filepath.Join(work, "state")
 	// The container's process keeps runc's stdio: give it none, or a
 	// reader of its output would wait for it to exit.
-	create := exec.Command("runc", "--root", state, "--log", filepath.Join(dir, "runc.log"), "create", "--bundle", bundle, id)
+	create := exec.Command("runc", "--root", state, "--log", filepath.Join(a.dir, "runc.log"), "create", "--bundle", bundle, a.id)
 	if err := create.Run(); err != nil {
-		log, _ := os.ReadFile(filepath.Join(dir, "runc.log"))
-		return fmt.Errorf("runc create: %w: %s", err, log)
+		log, _ := os.ReadFile(filepath.Join(a.dir, "runc.log"))
+		return nil, fmt.Errorf("runc create: %w: %s", err, log)
 	}
-	defer exec.Command("runc", "--root", state, "delete", "-f", id).Run()
-	// Hooks run before pivot_root, in a mount namespace that still shows
-	// the bundle; a created container is past that. The hook is pointed
-	// at a stand-in instead: a process in a private copy of this mount
-	// namespace, moved into the container's cgroups.
-	standIn := exec.Command("unshare", "--mount", "--propagation", "private", "sleep", "3600")
-	if err := standIn.Start(); err != nil {
-		return fmt.Errorf("start the stand-in: %w", err)
+	a.cleanups = append(a.cleanups, func() { exec.Command("runc", "--root", state, "delete", "-f", a.id).Run() })
+	a.cleanups = append(a.cleanups, a.stopStandIn)
+	a.hooks = []aloneHook{
+		{"emptygo", []string{filepath.Join(work, "emptyhook")}, nil},
+		{"hook", []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.config, "prestart"}, hook.before},
+		{"cold", []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.coldConfig, "prestart"}, cold.before},
 	}
-	defer func() {
-		_ = standIn.Process.Kill()
-		_ = standIn.Wait()
-	}()
-	time.Sleep(100 * time.Millisecond) // unshare has exec'd sleep
-	procs, _ := filepath.Glob("/sys/fs/cgroup/*/" + cgroupParent + "/" + id + "/cgroup.procs")
-	procs = append(procs, filepath.Join("/sys/fs/cgroup", cgroupParent, id, "cgroup.procs"))
+	if _, err := os.Stat(filepath.Join(work, "wsl-gpu-hook-compare")); err == nil {
+		a.hooks = append(a.hooks, aloneHook{"compare", []string{filepath.Join(work, "wsl-gpu-hook-compare"), "--config", h.config, "prestart"}, hook.before})
+	}
+	return a, nil
+}
+
+func (a *alone) close() {
+	for i := len(a.cleanups) - 1; i >= 0; i-- {
+		a.cleanups[i]()
+	}
+}
+
+// freshRoot mounts a new, empty overlay upper over the image at the
+// rootfs, in place of the last run's.
+func (a *alone) freshRoot() error {
+	unix.Unmount(a.rootfs, unix.MNT_DETACH) // the last run's, if any
+	a.n++
+	layer := filepath.Join(a.dir, "layers", strconv.Itoa(a.n))
+	os.RemoveAll(filepath.Join(a.dir, "layers"))
+	upper, wdir := filepath.Join(layer, "upper"), filepath.Join(layer, "work")
+	for _, d := range []string{upper, wdir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", a.lower, upper, wdir)
+	if err := unix.Mount("overlay", a.rootfs, "overlay", 0, opts); err != nil {
+		return fmt.Errorf("mount overlay: %w", err)
+	}
+	return nil
+}
+
+func (a *alone) stopStandIn() {
+	if a.standIn != nil {
+		_ = a.standIn.Process.Kill()
+		_ = a.standIn.Wait()
+		a.standIn = nil
+	}
+}
+
+// fresh gives the next run what a first start has and returns the state
+// to give the hook. Hooks run before pivot_root, in a mount namespace that
+// still shows the bundle; a created container is past that. The hook is
+// pointed at a stand-in instead: a process in a private copy of this mount
+// namespace, moved into the container's cgroups. Both the root and the
+// stand-in are new for each run, so no run finds an earlier one's mounts.
+func (a *alone) fresh() (string, error) {
+	a.stopStandIn()
+	if err := a.freshRoot(); err != nil {
+		return "", err
+	}
+	var ours unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/mnt", &ours); err != nil {
+		return "", err
+	}
+	a.standIn = exec.Command("unshare", "--mount", "--propagation", "private", "sleep", "3600")
+	if err := a.standIn.Start(); err != nil {
+		return "", fmt.Errorf("start the stand-in: %w", err)
+	}
+	pid := a.standIn.Process.Pid
+	// Wait until unshare has exec'd sleep in its own mount namespace.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		var ns unix.Stat_t
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		if unix.Stat(fmt.Sprintf("/proc/%d/ns/mnt", pid), &ns) == nil && ns.Ino != ours.Ino && filepath.Base(exe) == "sleep" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return "", errors.New("the stand-in did not start")
+		}
+	}
+	procs, _ := filepath.Glob("/sys/fs/cgroup/*/" + cgroupParent + "/" + a.id + "/cgroup.procs")
+	procs = append(procs, filepath.Join("/sys/fs/cgroup", cgroupParent, a.id, "cgroup.procs"))
 	moved := 0
 	for _, p := range procs {
-		if os.WriteFile(p, []byte(strconv.Itoa(standIn.Process.Pid)), 0) == nil {
+		if os.WriteFile(p, []byte(strconv.Itoa(pid)), 0) == nil {
 			moved++
 		}
 	}
 	if moved == 0 {
-		return errors.New("could not move the stand-in into the container's cgroups")
+		return "", errors.New("could not move the stand-in into the container's cgroups")
 	}
-	st := struct{ Pid int }{standIn.Process.Pid}
-	stdin := fmt.Sprintf(`{"ociVersion":"1.0.2","id":%q,"status":"created","pid":%d,"bundle":%q}`, id, st.Pid, bundle)
-	type hv struct {
-		name   string
-		args   []string
-		before func() error
+	return fmt.Sprintf(`{"ociVersion":"1.0.2","id":%q,"status":"created","pid":%d,"bundle":%q}`, a.id, pid, filepath.Dir(a.rootfs)), nil
+}
+
+// run runs the hook once on a fresh root, under wrap if any, and returns
+// what it cost.
+func (a *alone) run(v aloneHook, wrap []string) (aloneRun, error) {
+	stdin, err := a.fresh()
+	if err != nil {
+		return aloneRun{}, err
 	}
-	hooks := []hv{
-		{"emptygo", []string{filepath.Join(work, "emptyhook")}, nil},
-		{"hook", []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.config, "prestart"}, hook.before},
-		{"cold", []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.config, "prestart"}, cold.before},
-	}
-	times := map[string][]time.Duration{}
-	for i := -1; i < runs; i++ { // round -1 warms up
-		for k := range hooks {
-			v := hooks[(max(i, 0)+k)%len(hooks)]
-			if v.before != nil {
-				if err := v.before(); err != nil {
-					return err
-				}
-			}
-			cmd := exec.Command(v.args[0], v.args[1:]...)
-			cmd.Stdin = strings.NewReader(stdin)
-			start := time.Now()
-			out, err := cmd.CombinedOutput()
-			d := time.Since(start)
-			if err != nil {
-				return fmt.Errorf("%s on a created container: %w: %s", v.name, err, out)
-			}
-			if i >= 0 {
-				times[v.name] = append(times[v.name], d)
-			}
+	if v.before != nil {
+		if err := v.before(); err != nil {
+			return aloneRun{}, err
 		}
 	}
-	floor := times["emptygo"]
-	fmt.Printf("the hook process alone (%s host), exec'd with a created container's state, %d runs each, alternating:\n", h.name, runs)
-	for _, v := range hooks {
-		t := times[v.name]
-		line := fmt.Sprintf("  %-7s median %5s ms, p25 %5s, p75 %5s, min %5s", v.name, ms(median(t)), ms(quantile(t, 0.25)), ms(quantile(t, 0.75)), ms(slices.Min(t)))
-		if v.name != "emptygo" {
-			line += fmt.Sprintf("; over the empty Go hook %s ms (medians), paired %s ms", ms(median(t)-median(floor)), ms(median(paired(t, floor))))
-		}
-		fmt.Println(line)
+	args := append(slices.Clone(wrap), v.args...)
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdin = strings.NewReader(stdin)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	d := time.Since(start)
+	if err != nil {
+		return aloneRun{}, fmt.Errorf("%s on a created container: %w: %s", v.name, err, out)
 	}
-	return nil
+	if len(wrap) > 0 {
+		os.Stdout.Write(out)
+	}
+	r := aloneRun{wall: d}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.cpu = time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
+		r.faults = ru.Minflt + ru.Majflt
+	}
+	return r, nil
 }
 
 func makeVariants(work string, h host, compare, floors bool) ([]variant, error) {
@@ -620,22 +826,23 @@ func makeVariants(work string, h host, compare, floors bool) ([]variant, error) 
 	if err != nil {
 		return nil, err
 	}
-	withHook := func(bin string) func(*specs.Spec, string) {
+	withHookConfig := func(bin, cfg string) func(*specs.Spec, string) {
 		return func(s *specs.Spec, _ string) {
 			s.Process.Env = append(s.Process.Env, "WSL_GPU_DEVICES=all")
 			s.Hooks = &specs.Hooks{Prestart: []specs.Hook{{ //nolint:staticcheck // Docker still uses prestart.
 				Path: filepath.Join(work, bin),
-				Args: []string{"wsl-gpu-hook", "--config", h.config, "prestart"},
+				Args: []string{"wsl-gpu-hook", "--config", cfg, "prestart"},
 			}}}
 		}
 	}
+	withHook := func(bin string) func(*specs.Spec, string) { return withHookConfig(bin, h.config) }
 	clearCache := func() error {
-		ents, err := os.ReadDir(h.cacheDir)
+		ents, err := os.ReadDir(h.coldCacheDir)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 		for _, e := range ents {
-			if err := os.Remove(filepath.Join(h.cacheDir, e.Name())); err != nil {
+			if err := os.Remove(filepath.Join(h.coldCacheDir, e.Name())); err != nil {
 				return err
 			}
 		}
@@ -653,7 +860,7 @@ func makeVariants(work string, h host, compare, floors bool) ([]variant, error) 
 		case "hook":
 			v.edit = withHook("wsl-gpu-hook")
 		case "cold":
-			v.edit, v.before = withHook("wsl-gpu-hook"), clearCache
+			v.edit, v.before = withHookConfig("wsl-gpu-hook", h.coldConfig), clearCache
 		case "cdihook":
 			v.edit = cdiEdits(work, h, node)
 		case "wrapper":

@@ -140,7 +140,7 @@ func TestProbeCacheUnderDxgsim(t *testing.T) {
 	check(t, r, calls, fs, true, intel, updated)
 
 	// A cache file cut in half is ignored and replaced.
-	files, _ := filepath.Glob(filepath.Join(w.s.Cache, "probe-*.json"))
+	files, _ := filepath.Glob(filepath.Join(w.s.Cache, "probe-*.bin"))
 	if len(files) != 1 {
 		t.Fatalf("cache files %v, want one", files)
 	}
@@ -230,7 +230,7 @@ func benchmarkProbe(b *testing.B, latency time.Duration) {
 	w := newProbeWorld(b, latency)
 	var cold, warm []time.Duration
 	for b.Loop() {
-		files, _ := filepath.Glob(filepath.Join(w.s.Cache, "probe-*.json"))
+		files, _ := filepath.Glob(filepath.Join(w.s.Cache, "probe-*.bin"))
 		for _, f := range files {
 			os.Remove(f)
 		}

@@ -32,8 +32,11 @@
 //     seen through the drivers dir and the LUIDs (it comes with a driver
 //     update) or the boot id (with a WSL update), not the lib dir's stamp.
 //
-// A file that is not a regular file owned by this user, is writable by
-// others, is larger than MaxSize, does not decode, or holds anything a
-// probe could not have produced is ignored and replaced, never trusted:
-// the hook runs as root. Files are replaced atomically (pkg/atomicfile).
+// The file is a fixed sequence of little-endian fields (codec.go), not
+// JSON: every warm start reads it, and encoding/json's reflection cost more
+// than the rest of the cache check. A file that is not a regular file owned
+// by this user, is writable by others, is larger than MaxSize, does not
+// decode exactly, or holds anything a probe could not have produced is
+// ignored and replaced, never trusted: the hook runs as root. Files are
+// replaced atomically (pkg/atomicfile).
 package probecache

@@ -2,7 +2,6 @@ package probecache
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -24,8 +23,9 @@ const MaxSize = 256 << 10
 // BootIDPath is where the kernel says which boot this is.
 const BootIDPath = "/proc/sys/kernel/random/boot_id"
 
-// version is the file format; a file of another version is a miss.
-const version = 1
+// version is the file format (codec.go); a file of another version is a
+// miss. Version 1 was JSON.
+const version = 2
 
 // Stamp is what one stat of a directory says about its state.
 type Stamp struct {
@@ -94,13 +94,6 @@ func BootID() (string, error) {
 	return id, nil
 }
 
-// file is the on-disk form.
-type file struct {
-	Version int
-	Key     Key
-	Probe   Probe
-}
-
 // Path is the cache file in dir for a configuration: one file per device,
 // lib dir and drivers dir, so hosts simulated side by side (tests) do not
 // evict each other. The key holds the paths too, so a hash collision is
@@ -111,7 +104,7 @@ func Path(dir string, k *Key) string {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
-	return filepath.Join(dir, fmt.Sprintf("probe-%016x.json", h.Sum64()))
+	return filepath.Join(dir, fmt.Sprintf("probe-%016x.bin", h.Sum64()))
 }
 
 // ErrStale is Load's error for a well-formed file made under another key.
@@ -126,27 +119,19 @@ func Load(path string, now *Key) (*Key, *Probe, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var f file
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
+	key, probe, err := decode(data)
+	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if dec.More() {
-		return nil, nil, fmt.Errorf("%s: data after the cache", path)
-	}
-	if f.Version != version {
-		return nil, nil, fmt.Errorf("%s: format %d, want %d", path, f.Version, version)
-	}
-	if err := f.Probe.validate(&f.Key); err != nil {
+	if err := probe.validate(key); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	withLUIDs := *now
-	withLUIDs.LUIDs = f.Key.LUIDs
-	if !f.Key.Serves(&withLUIDs) {
+	withLUIDs.LUIDs = key.LUIDs
+	if !key.Serves(&withLUIDs) {
 		return nil, nil, fmt.Errorf("%s: %w", path, ErrStale)
 	}
-	return &f.Key, &f.Probe, nil
+	return key, probe, nil
 }
 
 // readChecked reads path if it is a regular file of this user's that no
@@ -176,9 +161,23 @@ func readChecked(path string) ([]byte, error) {
 	case st.Size > MaxSize:
 		return nil, fmt.Errorf("%s is %d bytes, more than a cache can be (%d)", path, st.Size, MaxSize)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+	// One buffer of the size fstat says, plus a byte to see the end.
+	data := make([]byte, 0, st.Size+1)
+	for {
+		n, err := f.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
+		if len(data) > MaxSize {
+			break
+		}
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
 	}
 	if len(data) > MaxSize {
 		return nil, fmt.Errorf("%s grew past %d bytes", path, MaxSize)
@@ -209,10 +208,7 @@ func Save(path string, k *Key, p *Probe) error {
 	if err := p.validate(k); err != nil {
 		return fmt.Errorf("not caching the probe: %w", err)
 	}
-	data, err := json.Marshal(file{Version: version, Key: *k, Probe: *p})
-	if err != nil {
-		return err
-	}
+	data := encode(k, p)
 	if len(data) > MaxSize {
 		return fmt.Errorf("not caching the probe: %d bytes, more than %d", len(data), MaxSize)
 	}

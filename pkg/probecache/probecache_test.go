@@ -205,39 +205,66 @@ func restamp(t *testing.T, w *world, k *probecache.Key) {
 // TestHostileFiles: a corrupt, hostile or half-written file is a miss, and
 // the next Save replaces it with one that hits.
 func TestHostileFiles(t *testing.T) {
-	edit := func(from, to string) func(t *testing.T, path string) {
+	// edit rewrites the file with change made to what it holds, unchecked.
+	edit := func(change func(k *probecache.Key, p *probecache.Probe)) func(t *testing.T, path string) {
 		return func(t *testing.T, path string) {
 			data, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(string(data), from) {
-				t.Fatalf("%q not in the cache: %s", from, data)
+			k, p, err := probecache.Decode(data)
+			if err != nil {
+				t.Fatal(err)
 			}
-			write(t, path, strings.Replace(string(data), from, to, 1), 0o600)
+			change(k, p)
+			write(t, path, string(probecache.EncodeUnchecked(k, p)), 0o600)
 		}
 	}
+	// raw rewrites the file's bytes.
+	raw := func(change func(data []byte) []byte) func(t *testing.T, path string) {
+		return func(t *testing.T, path string) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			write(t, path, string(change(data)), 0o600)
+		}
+	}
+	const header = 8 + 4 // magic, version
 	tests := []struct {
 		name string
 		do   func(t *testing.T, path string)
 	}{
-		{"garbage", func(t *testing.T, path string) { write(t, path, "\x00\xffnot json", 0o600) }},
+		{"garbage", func(t *testing.T, path string) { write(t, path, "\x00\xffnot a cache", 0o600) }},
 		{"empty", func(t *testing.T, path string) { write(t, path, "", 0o600) }},
-		{"half written", func(t *testing.T, path string) {
-			data, _ := os.ReadFile(path)
-			write(t, path, string(data[:len(data)/2]), 0o600)
+		{"half written", raw(func(data []byte) []byte { return data[:len(data)/2] })},
+		{"data after the cache", raw(func(data []byte) []byte { return append(data, 0) })},
+		{"other magic", raw(func(data []byte) []byte { data[0] ^= 1; return data })},
+		{"other format", raw(func(data []byte) []byte { data[8] = 1; return data })},
+		{"a format 1 (JSON) file", func(t *testing.T, path string) {
+			write(t, path, `{"Version":1,"Key":{},"Probe":{}}`, 0o600)
 		}},
-		{"data after the cache", func(t *testing.T, path string) {
-			data, _ := os.ReadFile(path)
-			write(t, path, string(data)+"{}", 0o600)
-		}},
-		{"unknown field", edit(`{"Version":1,`, `{"Version":1,"Extra":1,`)},
-		{"other format", edit(`{"Version":1,`, `{"Version":2,`)},
-		{"folder escapes the drivers dir", edit(`"Folders":[{"Name":"`, `"Folders":[{"Name":"../../../etc/`)},
-		{"loader entry outside the lib dir", edit(`"/usr/lib/wsl/lib/libcuda.so.1"`, `"/etc/shadow"`)},
-		{"loader entry in a subdir", edit(`"/usr/lib/wsl/lib/libcuda.so.1"`, `"/usr/lib/wsl/lib/../../../../etc/x"`)},
-		{"adapter points at no folder", edit(`"Folder":"`, `"Folder":"x`)},
-		{"LUID not the key's", edit(`"LUID":{"Low":`, `"LUID":{"Low":1`)},
+		{"a length longer than the file", raw(func(data []byte) []byte {
+			return append(data[:header], 0xff, 0xff, 0xff, 0xff)
+		})},
+		{"a boolean neither 0 nor 1", raw(func(data []byte) []byte {
+			k, _, err := probecache.Decode(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			details := header + 4*4 + len(k.BootID) + len(k.Device) + len(k.LibDir) + len(k.DriversDir)
+			data[details] = 2
+			return data
+		})},
+		{"folder escapes the drivers dir", edit(func(_ *probecache.Key, p *probecache.Probe) {
+			p.Folders[0].Name = "../../../etc/" + p.Folders[0].Name
+		})},
+		{"loader entry outside the lib dir", edit(func(_ *probecache.Key, p *probecache.Probe) { p.Ldcache[0].Path = "/etc/shadow" })},
+		{"loader entry in a subdir", edit(func(_ *probecache.Key, p *probecache.Probe) {
+			p.Ldcache[0].Path = "/usr/lib/wsl/lib/../../../../etc/x"
+		})},
+		{"adapter points at no folder", edit(func(_ *probecache.Key, p *probecache.Probe) { p.Adapters[0].Folder = "x" + p.Adapters[0].Folder })},
+		{"LUID not the key's", edit(func(_ *probecache.Key, p *probecache.Probe) { p.Adapters[0].LUID.Low ^= 1 })},
 		{"oversized", func(t *testing.T, path string) {
 			write(t, path, strings.Repeat(" ", probecache.MaxSize+1), 0o600)
 		}},

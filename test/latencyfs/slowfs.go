@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/hostdelay"
 )
 
 // counter counts requests by opcode and delays each one that waits for an
@@ -25,9 +27,8 @@ func (c *counter) trip(op string) {
 	c.counts[op]++
 	c.counts["total"]++
 	c.mu.Unlock()
-	if c.latency > 0 {
-		time.Sleep(c.latency)
-	}
+	// Not time.Sleep, which makes 100 µs a millisecond (see hostdelay).
+	hostdelay.Wait(c.latency)
 }
 
 // note counts a request nobody waits on (FORGET).

@@ -1,6 +1,6 @@
 package dxg
 
-import "time"
+import "github.com/wsl-gpu-hook/wsl-gpu-hook/test/hostdelay"
 
 // hostRoundTrip waits out Config.HostLatency before a call the driver
 // forwards to the Windows host over the VM bus. On WSL, QUERYADAPTERINFO
@@ -9,11 +9,10 @@ import "time"
 // (QUERYSTATISTICS, QUERYVIDEOMEMORYINFO); ENUMADAPTERS2/3, CLOSEADAPTER and
 // OPENADAPTERFROMLUID are answered from the guest driver's own adapter
 // list. The simulator answers in microseconds; with a latency set, a
-// benchmark sees the start cost as the VM boundary shapes it.
+// benchmark sees the start cost as the VM boundary shapes it. The wait is
+// hostdelay's: time.Sleep would make a 100 µs round trip cost a millisecond.
 func (k *Kernel) hostRoundTrip() {
-	if k.cfg.HostLatency > 0 {
-		time.Sleep(k.cfg.HostLatency)
-	}
+	hostdelay.Wait(k.cfg.HostLatency)
 }
 
 // HostCalls counts the calls that reached the Windows host: each is one

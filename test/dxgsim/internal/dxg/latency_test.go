@@ -1,6 +1,7 @@
 package dxg
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -27,4 +28,36 @@ func TestHostLatency(t *testing.T) {
 		t.Errorf("HostCalls = %d, want 1", n)
 	}
 	k.ProcessExited(alice.Process)
+}
+
+// TestHostLatencyIsPrecise: a host call charged WSL's 100 µs takes that,
+// not the millisecond time.Sleep would make of it (the benchmark's latency
+// host charged ten times its documented figure that way).
+func TestHostLatencyIsPrecise(t *testing.T) {
+	const lat = 100 * time.Microsecond
+	// The median of many calls, generous for a loaded machine and far below
+	// time.Sleep's ~1 ms.
+	const tolerance = 400 * time.Microsecond
+	k := newKernel(t, Config{Profile: profile(t, "nvidia-laptop"), HostLatency: lat})
+	defer k.ProcessExited(alice.Process)
+	m := newMemory()
+	r, _, es := enum3(k, alice, m, 1, 64)
+	if r.Errno != 0 || len(es) == 0 {
+		t.Fatalf("ENUMADAPTERS3: %v, %d adapters", r.Errno, len(es))
+	}
+	took := make([]time.Duration, 101)
+	for i := range took {
+		start := time.Now()
+		if r, _ := query(k, alice, m, es[0].handle, qaiDriverVersion, make([]byte, 4)); r.Errno != 0 {
+			t.Fatal(r.Errno)
+		}
+		took[i] = time.Since(start)
+	}
+	if low := slices.Min(took); low < lat {
+		t.Errorf("a QUERYADAPTERINFO took %v, less than the host latency %v", low, lat)
+	}
+	slices.Sort(took)
+	if med := took[len(took)/2]; med > lat+tolerance {
+		t.Errorf("QUERYADAPTERINFO's median %v is more than %v over the host latency %v", med, tolerance, lat)
+	}
 }
