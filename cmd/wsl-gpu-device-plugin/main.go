@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -72,12 +73,16 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	cdiDir := fs.String("cdi-dir", nodesetup.DefaultCDIDir, "node CDI spec `dir` kept current (with --node-root)")
 	setupOnly := fs.Bool("setup-only", false, "set the node up once and exit (with --node-root)")
 	labelNode := fs.Bool("node-labels", false, "label this node (NODE_NAME) with its GPUs through the API server, with the pod's service account; removed on exit")
+	unlabel := fs.Bool("remove-node-labels", false, "remove the --node-labels labels from every node and exit (the chart runs it at helm uninstall)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *showVersion {
 		fmt.Fprintf(stderr, "wsl-gpu-device-plugin %s\n", version)
 		return nil
+	}
+	if *unlabel {
+		return removeNodeLabels(ctx, stderr)
 	}
 	cfg, err := config.Load(config.Find(*cfgPath, os.Getenv))
 	if err != nil {
@@ -120,6 +125,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	health := &gpustats.HealthCheck{Device: cfg.DxgDevice, Timeout: 5 * time.Second}
 	var onInventory func(*driverstore.Inventory)
 	if *labelNode {
+		if os.Getenv("NODE_NAME") == "" {
+			return fmt.Errorf("node labels: the node's name is unknown: set NODE_NAME from spec.nodeName")
+		}
 		client, err := nodelabels.InCluster(os.Getenv("NODE_NAME"))
 		if err != nil {
 			return err
@@ -195,6 +203,26 @@ func keepNodeSetUp(ctx context.Context, setup nodesetup.Setup, interval time.Dur
 			log.Warn("node cleanup incomplete", "err", err)
 		}
 	}
+}
+
+// removeNodeLabels takes the labels --node-labels sets off every node,
+// printing one line per node changed.
+func removeNodeLabels(ctx context.Context, stderr io.Writer) error {
+	client, err := nodelabels.InCluster("")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	removed, err := client.RemoveAll(ctx)
+	nodes := slices.Sorted(maps.Keys(removed))
+	for _, n := range nodes {
+		fmt.Fprintf(stderr, "node %s: removed %s\n", n, strings.Join(removed[n], " "))
+	}
+	if err == nil && len(nodes) == 0 {
+		fmt.Fprintln(stderr, "no node has labels of ours")
+	}
+	return err
 }
 
 // labeler keeps the node's labels in step with its adapters.

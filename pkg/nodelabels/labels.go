@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -55,15 +56,13 @@ type Client struct {
 }
 
 // InCluster is the Client of a pod: the kubernetes Service from the
-// environment, the service account token and CA mounted in the pod.
+// environment, the service account token and CA mounted in the pod. node
+// is the node whose labels Patch changes; RemoveAll needs none.
 func InCluster(node string) (*Client, error) {
 	const sa = "/var/run/secrets/kubernetes.io/serviceaccount/"
 	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
 	if host == "" || port == "" {
 		return nil, fmt.Errorf("node labels: not in a pod (no KUBERNETES_SERVICE_HOST): run with the chart's labels.enabled")
-	}
-	if node == "" {
-		return nil, fmt.Errorf("node labels: the node's name is unknown: set NODE_NAME from spec.nodeName")
 	}
 	token, err := os.ReadFile(sa + "token")
 	if err != nil {
@@ -100,21 +99,107 @@ func (c *Client) Patch(ctx context.Context, want, had map[string]string) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/merge-patch+json")
+	_, err = c.do(req, "patch node "+c.Node)
+	return err
+}
+
+// do sends req with the token and returns the body of a 2xx answer; any
+// other answer is an error with the API server's message.
+func (c *Client) do(req *http.Request, what string) ([]byte, error) {
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return fmt.Errorf("node labels: %w", err)
+		return nil, fmt.Errorf("node labels: %w", err)
 	}
 	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("node labels: %s: %w", what, err)
+	}
 	if resp.StatusCode/100 != 2 {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		msg := body[:min(len(body), 4096)]
 		var status struct{ Message string }
-		if json.Unmarshal(msg, &status) == nil && status.Message != "" {
+		if json.Unmarshal(body, &status) == nil && status.Message != "" {
 			msg = []byte(status.Message)
 		}
-		return fmt.Errorf("node labels: patch node %s: %s: %s", c.Node, resp.Status, msg)
+		return nil, fmt.Errorf("node labels: %s: %s: %s", what, resp.Status, msg)
 	}
-	return nil
+	return body, nil
+}
+
+// Ours reports whether key is one Labels can set: an uninstall removes
+// these and no other label, whoever set it.
+func Ours(key string) bool {
+	name, ok := strings.CutPrefix(key, Prefix)
+	if !ok {
+		return false
+	}
+	switch name {
+	case "wsl", "present", "adapters", "wddm", "compute-only", "vendors":
+		return true
+	}
+	vendor, field, ok := strings.Cut(name, ".")
+	if !ok || vendor == "" || strings.Trim(vendor, "abcdefghijklmnopqrstuvwxyz0123456789") != "" {
+		return false
+	}
+	switch field {
+	case "count", "wddm", "compute-only", "driver":
+		return true
+	}
+	return false
+}
+
+// RemoveAll takes every label of ours (Ours) off every node, one merge
+// patch per node that has any, and returns the nodes it changed with the
+// keys removed. It is what the chart's uninstall runs: the plugin pods,
+// which remove their own node's labels when they stop, have lost their
+// RBAC by then.
+func (c *Client) RemoveAll(ctx context.Context) (map[string][]string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Server+"/api/v1/nodes", nil)
+	if err != nil {
+		return nil, err
+	}
+	body, err := c.do(req, "list nodes")
+	if err != nil {
+		return nil, err
+	}
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				Name   string            `json:"name"`
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return nil, fmt.Errorf("node labels: list nodes: %w", err)
+	}
+	removed := map[string][]string{}
+	var errs []error
+	for _, n := range list.Items {
+		had := map[string]string{}
+		for k, v := range n.Metadata.Labels {
+			if Ours(k) {
+				had[k] = v
+			}
+		}
+		if len(had) == 0 {
+			continue
+		}
+		node := *c
+		node.Node = n.Metadata.Name
+		if err := node.Remove(ctx, had); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		keys := make([]string, 0, len(had))
+		for k := range had {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		removed[n.Metadata.Name] = keys
+	}
+	return removed, errors.Join(errs...)
 }
 
 // Remove takes every label in had off the node.

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
@@ -77,5 +78,60 @@ func TestPatch(t *testing.T) {
 	c.Node = "forbidden"
 	if err := c.Patch(context.Background(), map[string]string{}, nil); err == nil || err.Error() != `node labels: patch node forbidden: 403 Forbidden: nodes "forbidden" is forbidden: User cannot patch resource` {
 		t.Errorf("forbidden: %v", err)
+	}
+}
+
+func TestOurs(t *testing.T) {
+	for _, k := range Keys(Labels(inventory(t, "nvidia-laptop"))) {
+		k, _, _ = strings.Cut(k, "=")
+		if !Ours(k) {
+			t.Errorf("Ours(%q) = false for a label Labels sets", k)
+		}
+	}
+	for _, k := range []string{"wsl-gpu-hook.dev/test-node", "wsl-gpu-hook.dev/team", "wsl-gpu-hook.dev/.count",
+		"wsl-gpu-hook.dev/My.count", "wsl-gpu-hook.dev/nvidia.owner", "nvidia.com/gpu.count", "wsl", "other.io/wsl-gpu-hook.dev/wsl"} {
+		if Ours(k) {
+			t.Errorf("Ours(%q) = true for a label Labels never sets", k)
+		}
+	}
+}
+
+// RemoveAll lists the nodes and patches only those with labels of ours,
+// nulling those and nothing else.
+func TestRemoveAll(t *testing.T) {
+	patches := map[string]map[string]any{}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/api/v1/nodes":
+			w.Write([]byte(`{"items": [
+  {"metadata": {"name": "laptop", "labels": {"wsl-gpu-hook.dev/wsl": "true", "wsl-gpu-hook.dev/nvidia.count": "1",
+    "wsl-gpu-hook.dev/test-node": "laptop", "kubernetes.io/os": "linux"}}},
+  {"metadata": {"name": "plain", "labels": {"kubernetes.io/os": "linux", "wsl-gpu-hook.dev/team": "a"}}},
+  {"metadata": {"name": "denied", "labels": {"wsl-gpu-hook.dev/present": "false"}}}]}`))
+		case r.Method == http.MethodPatch && r.URL.Path == "/api/v1/nodes/denied":
+			w.WriteHeader(http.StatusForbidden)
+			w.Write([]byte(`{"message": "no"}`))
+		case r.Method == http.MethodPatch:
+			var p map[string]any
+			body, _ := io.ReadAll(r.Body)
+			json.Unmarshal(body, &p)
+			patches[r.URL.Path] = p
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	c := &Client{Server: srv.URL, Token: "tok", HTTP: srv.Client()}
+	removed, err := c.RemoveAll(context.Background())
+	if err == nil || err.Error() != "node labels: patch node denied: 403 Forbidden: no" {
+		t.Errorf("err = %v, want the denied node's patch error", err)
+	}
+	if want := map[string][]string{"laptop": {"wsl-gpu-hook.dev/nvidia.count", "wsl-gpu-hook.dev/wsl"}}; !reflect.DeepEqual(removed, want) {
+		t.Errorf("removed %v, want %v", removed, want)
+	}
+	want := map[string]map[string]any{"/api/v1/nodes/laptop": {"metadata": map[string]any{"labels": map[string]any{
+		"wsl-gpu-hook.dev/wsl": nil, "wsl-gpu-hook.dev/nvidia.count": nil}}}}
+	if !reflect.DeepEqual(patches, want) {
+		t.Errorf("patches %v, want %v", patches, want)
 	}
 }

@@ -7,6 +7,13 @@
 // and from inside the pods. It is a module of its own: nothing here
 // touches the main module's dependencies.
 //
+// TestK8s starts one four-node cluster and runs the suites on it in turn:
+// README (the README's Kubernetes block, run as written), WSLGPU (the
+// device plugin) and DRA (the DRA driver). Each suite checks the cluster
+// is pristine first and restores it after, so `-run TestK8s/DRA` alone
+// works. K8S_COMPARE=1 adds DRA's claim-to-running timing against the
+// device plugin (13 more pods; not a CI check).
+//
 // Run as root: `make k8s`. The first run builds Kubernetes into
 // /var/cache/wsl-gpu-hook-e2e (hack/kube/build.sh).
 package k8s

@@ -162,22 +162,13 @@ func (x tc) nodeFiles(n *cluster.Node) string {
 	return out
 }
 
-// TestWSLGPU installs the chart on a four-node cluster (the NVIDIA laptop,
-// an AMD desktop, an Intel host with an NPU, and a WSL node without
-// /dev/dxg) and runs the cases a user would.
-func TestWSLGPU(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a cluster")
-	}
-	scratch := t.TempDir()
-	archive := makeImage(t, scratch)
-	folders := filepath.Join(scratch, "laptop-folders")
-	c := cluster.Start(t, cluster.Options{Images: []string{archive}, Nodes: []cluster.NodeSpec{
-		{Name: "laptop", Profile: "nvidia-laptop", DxgsimArgs: []string{"--folder-file", folders}},
-		{Name: "amd", Profile: "amd-desktop"},
-		{Name: "npu", Profile: "intel-npu"},
-		{Name: "nodxg", Profile: "nvidia-laptop", NoDxg: true},
-	}})
+// testWSLGPU installs the chart with the device plugin and runs the cases a
+// user would: per-node advertising and labels, CUDA in a Deployment, AMD on
+// its node, Pending with the scheduler's reason, sharing, restarts, a
+// driver update, CDI off, a vanished folder, and uninstall.
+func testWSLGPU(t *testing.T, e env) {
+	c := e.c.For(t)
+	folders := e.folders
 	x := tc{t, c}
 	before := map[string]string{}
 	for _, n := range c.Nodes() {
@@ -185,6 +176,7 @@ func TestWSLGPU(t *testing.T) {
 	}
 
 	t.Run("helm lint and template", func(t *testing.T) {
+		c := c.For(t)
 		if out, err := c.Helm("lint", chart); err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
@@ -211,6 +203,7 @@ func TestWSLGPU(t *testing.T) {
 	}
 
 	t.Run("each node advertises its adapters", func(t *testing.T) {
+		c := c.For(t)
 		x := tc{t, c}
 		x.waitAllocatable("laptop", "nvidia.com/gpu", "1")
 		x.waitAllocatable("laptop", "gpu.intel.com/dxg", "1")
@@ -236,6 +229,7 @@ func TestWSLGPU(t *testing.T) {
 	})
 
 	t.Run("node without /dev/dxg runs the plugin and says why once", func(t *testing.T) {
+		c := c.For(t)
 		x := tc{t, c}
 		p := x.pluginPod("nodxg")
 		x.wait(2*time.Minute, "the plugin on nodxg running", func() bool { return x.nsField(p, "{.status.phase}") == "Running" })
@@ -250,6 +244,7 @@ func TestWSLGPU(t *testing.T) {
 	})
 
 	t.Run("Deployment with nvidia.com/gpu runs CUDA on the laptop", func(t *testing.T) {
+		c := c.For(t)
 		x := tc{t, c}
 		c.Apply(deployment("cuda", "nvidia.com/gpu", 1))
 		x.wait(2*time.Minute, "a cuda pod", func() bool { return len(x.pods("app=cuda")) == 1 })
@@ -265,6 +260,7 @@ func TestWSLGPU(t *testing.T) {
 	})
 
 	t.Run("the plugin serves the laptop's GPU metrics", func(t *testing.T) {
+		c := c.For(t)
 		x := tc{t, c}
 		p := x.pluginPod("laptop")
 		ip := x.nsField(p, "{.status.podIP}")
@@ -304,6 +300,7 @@ func TestWSLGPU(t *testing.T) {
 	})
 
 	t.Run("amd.com/gpu lands on the AMD node", func(t *testing.T) {
+		c := c.For(t)
 		x := tc{t, c}
 		c.Apply(pod("rocm", "amd.com/gpu", 1))
 		out := x.waitChecks("rocm")
@@ -319,6 +316,7 @@ func TestWSLGPU(t *testing.T) {
 	})
 
 	t.Run("more GPUs than the cluster has stays Pending", func(t *testing.T) {
+		c := c.For(t)
 		x := tc{t, c}
 		c.Apply(pod("greedy", "nvidia.com/gpu", 2))
 		var msg string
@@ -334,6 +332,7 @@ func TestWSLGPU(t *testing.T) {
 	})
 
 	t.Run("sharing: N pods share one adapter, the N+1st waits", func(t *testing.T) {
+		c := c.For(t)
 		x := tc{t, c}
 		c.MustKubectl("scale", "deploy/cuda", "--replicas=0")
 		x.wait(time.Minute, "cuda scaled to 0", func() bool { return len(x.pods("app=cuda")) == 0 })
@@ -376,6 +375,7 @@ func TestWSLGPU(t *testing.T) {
 		return b.String()
 	}
 	t.Run("restarts: plugin pod, kubelet, containerd", func(t *testing.T) {
+		c := c.For(t)
 		x := tc{t, c}
 		laptop := c.Node("laptop")
 		want := state()
@@ -417,6 +417,7 @@ func TestWSLGPU(t *testing.T) {
 	})
 
 	t.Run("Windows driver update under running pods", func(t *testing.T) {
+		c := c.For(t)
 		x := tc{t, c}
 		laptop := c.Node("laptop")
 		drivers := filepath.Join(laptop.HostTree, "usr/lib/wsl/drivers")
@@ -434,7 +435,61 @@ func TestWSLGPU(t *testing.T) {
 		c.MustKubectl("delete", "pod", "after-update", "--wait=false")
 	})
 
+	t.Run("a driver folder vanishing: that adapter's devices turn unhealthy", func(t *testing.T) {
+		c := c.For(t)
+		x := tc{t, c}
+		drivers := filepath.Join(c.Node("amd").HostTree, "usr/lib/wsl/drivers")
+		before := x.allocatable("amd", "amd.com/gpu") // each replica of the one adapter
+		if before == "0" || before == "" {
+			t.Fatalf("amd allocatable amd.com/gpu = %q before the folder goes", before)
+		}
+		if err := os.Rename(filepath.Join(drivers, amdFolder), filepath.Join(drivers, amdFolder+".gone")); err != nil {
+			t.Fatal(err)
+		}
+		x.waitAllocatable("amd", "amd.com/gpu", "0")
+		if err := os.Rename(filepath.Join(drivers, amdFolder+".gone"), filepath.Join(drivers, amdFolder)); err != nil {
+			t.Fatal(err)
+		}
+		x.waitAllocatable("amd", "amd.com/gpu", before)
+	})
+
+	t.Run("Allocate without CDI: the device, mounts and env still reach the pod", func(t *testing.T) {
+		c := c.For(t)
+		x := tc{t, c}
+		if out, err := c.Helm("upgrade", "wsl-gpu-hook", chart, "-n", ns, "--reuse-values", "--set", "cdi=false", "--wait", "--timeout", "3m"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		// The plugin restarted with the new configuration and advertises
+		// again; the old answers are gone with its old pod.
+		x.wait(2*time.Minute, "the laptop's plugin running with cdi = false", func() bool {
+			p := x.pluginPod("laptop")
+			out, _ := c.Kubectl("-n", ns, "logs", p, "-c", "plugin")
+			return !strings.Contains(p, " ") && strings.Contains(out, "cdi=false") && x.allocatable("laptop", "nvidia.com/gpu") == "2"
+		})
+		// No CDI device, so no hook: no loader cache, no nvidia-smi; the
+		// plugin's own answer gives /dev/dxg, the lib dir and the folder
+		// read-only, and the adapters' LUIDs in WSL_GPU_DEVICES.
+		c.Apply(strings.Replace(pod("nocdi", "nvidia.com/gpu", 1), strconv.Quote(gpuScript),
+			strconv.Quote("echo devices=$WSL_GPU_DEVICES; [ -e /usr/bin/nvidia-smi ] && echo HOOK-RAN || echo no-hook\n"+
+				"LD_LIBRARY_PATH=/usr/lib/wsl/lib cudaprobe\n"+gpuScript), 1))
+		out := x.waitChecks("nocdi")
+		folder := nvidiaFolder // as the driver update case left it
+		if _, err := os.Stat(filepath.Join(c.Node("laptop").HostTree, "usr/lib/wsl/drivers", updated)); err == nil {
+			folder = updated
+		}
+		for _, want := range []string{"dxg-open", "folder " + folder + "\n", "lib-readonly", "devices=0x4486d1", "no-hook", "cuInit(0) = 0"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("nocdi pod output lacks %q:\n%s", want, out)
+			}
+		}
+		if n := strings.Count(out, "folder "); n != 1 {
+			t.Errorf("%d driver folders in the nocdi pod, want 1:\n%s", n, out)
+		}
+		x.deletePods("nocdi")
+	})
+
 	t.Run("helm uninstall leaves nothing on the nodes", func(t *testing.T) {
+		c := c.For(t)
 		x := tc{t, c}
 		c.MustKubectl("delete", "deploy/cuda")
 		if out, err := c.Helm("uninstall", "wsl-gpu-hook", "-n", ns, "--wait", "--timeout", "3m"); err != nil {
@@ -444,9 +499,24 @@ func TestWSLGPU(t *testing.T) {
 			out, _ := c.Kubectl("-n", ns, "get", "pods", "-o", "name")
 			return out == ""
 		})
-		// Not asserted: the node labels stay, because helm deletes the
-		// ClusterRoleBinding in the same breath as the DaemonSet, before
-		// the pods stop and try to remove them (README, known limits).
+		// The chart's labels are gone from every node (its post-delete
+		// Job: the plugin pods lose their RBAC before they stop), and
+		// the harness's own wsl-gpu-hook.dev/test-node label stays.
+		for _, n := range c.Nodes() {
+			out := c.MustKubectl("get", "node", n.Spec.Name, "-o", `go-template={{range $k, $v := .metadata.labels}}{{$k}}={{$v}}{{"\n"}}{{end}}`)
+			var left []string
+			for _, l := range strings.Split(out, "\n") {
+				if strings.HasPrefix(l, "wsl-gpu-hook.dev/") && l != "wsl-gpu-hook.dev/test-node="+n.Spec.Name {
+					left = append(left, l)
+				}
+			}
+			if len(left) > 0 || !strings.Contains(out, "wsl-gpu-hook.dev/test-node="+n.Spec.Name) {
+				t.Errorf("node %s after uninstall: the chart's labels %v are left (or the harness's test-node label is gone):\n%s", n.Spec.Name, left, out)
+			}
+		}
+		if out, _ := c.Kubectl("get", "clusterroles,clusterrolebindings,jobs,serviceaccounts", "-A", "-o", "name"); strings.Contains(out, "node-labels-cleanup") {
+			t.Errorf("the cleanup Job's objects outlive it:\n%s", out)
+		}
 		for _, n := range c.Nodes() {
 			if got := x.nodeFiles(n); got != before[n.Spec.Name] {
 				t.Errorf("node %s after uninstall:\n%s\nbefore install:\n%s", n.Spec.Name, got, before[n.Spec.Name])

@@ -76,6 +76,7 @@ type Cluster struct {
 	nodes   []*Node
 	images  []string
 	cleanup []func()
+	mounts  map[string]bool // the host's mount table before the cluster
 }
 
 // Start brings up etcd, the API server, the scheduler, the controller
@@ -97,6 +98,9 @@ func Start(t testing.TB, opt Options) *Cluster {
 	}
 	os.Chmod(dir, 0o755)
 	c := &Cluster{Dir: dir, t: t, opt: opt}
+	if c.mounts, err = hostMounts(dir); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(c.stop)
 	begin := time.Now()
 	if c.Bins, err = Build(filepath.Join(dir, "bin")); err != nil {
@@ -133,7 +137,17 @@ func Start(t testing.TB, opt Options) *Cluster {
 		})
 	}
 	t.Logf("cluster: %d nodes Ready %s after start", len(c.nodes), time.Since(begin).Round(time.Second))
+	c.checkHostMounts("running")
 	return c
+}
+
+// For returns the cluster with its helpers (WaitFor, MustKubectl, Apply,
+// Node) failing t instead of the test that started it: a subtest sharing
+// the cluster must not fail its parent.
+func (c *Cluster) For(t testing.TB) *Cluster {
+	cp := *c
+	cp.t = t
+	return &cp
 }
 
 // Node returns the node named name.
@@ -389,6 +403,7 @@ func (c *Cluster) stop() {
 	for i := len(c.cleanup) - 1; i >= 0; i-- {
 		c.cleanup[i]()
 	}
+	c.checkHostMounts("stopped")
 	if os.Getenv("K8S_TEST_KEEP") != "" || c.t.Failed() && os.Getenv("K8S_TEST_KEEP_FAILED") != "" {
 		c.t.Logf("cluster: kept %s", c.Dir)
 		return

@@ -7,7 +7,11 @@
 // simulated WSL host profile, its own /dev/dxg (test/dxgsim) and
 // /usr/lib/wsl (test/fixture). Nothing a node does reaches the machine:
 // hostPath volumes, CNI state, kubelet state and CDI specs all land in the
-// node's private mounts.
+// node's private mounts. A process holds each node's network namespace (no
+// /run/netns name), and Start fails the test if the host's mount table
+// gained a mount when the nodes are Ready or after teardown, so tests that
+// check the host's mounts can run beside a cluster, and two clusters (own
+// bridge wgkNbr, 10.250.N.0/24, dir and cgroup roots) beside each other.
 //
 // Binaries come from hack/kube/build.sh (one multicall binary: the control
 // plane, kubelet, kubectl, etcd, helm; and the CNI plugins) and

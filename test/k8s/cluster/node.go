@@ -27,7 +27,9 @@ type Node struct {
 
 	c          *Cluster
 	index      int
-	netns      string
+	veth       string // the host side of the node's eth0
+	netns      string // /proc/PID/ns/net of the process holding it
+	holder     *Proc  // keeps the network namespace while the node is set up
 	cgroupRoot string
 	sock       string
 	super      *Proc
@@ -53,7 +55,7 @@ var kubeletSysctls = map[string]string{
 func (n *Node) start() error {
 	c := n.c
 	n.Dir = filepath.Join(c.Dir, "n"+strconv.Itoa(n.index))
-	n.netns = fmt.Sprintf("wgk%dn%d", c.index, n.index)
+	n.veth = fmt.Sprintf("wgk%dn%d", c.index, n.index)
 	n.IP = fmt.Sprintf("10.250.%d.%d", c.index, 10+n.index)
 	n.cgroupRoot = "/" + filepath.Base(c.Dir) + "-n" + strconv.Itoa(n.index)
 	n.sock = filepath.Join(n.Dir, "containerd.sock")
@@ -87,7 +89,7 @@ func (n *Node) start() error {
 	default:
 		prefix = []string{"unshare", "--mount", "--propagation", "private"}
 	}
-	args := append(prefix, "nsenter", "--net=/run/netns/"+n.netns, "--", "sh", "-c", n.script())
+	args := append(prefix, "nsenter", "--net="+n.netns, "--", "sh", "-c", n.script())
 	p, err := start("node "+n.Spec.Name, filepath.Join(n.Dir, "node.log"), []string{"PATH=" + c.Bins.Containerd + ":" + c.Bins.Kube + ":" + os.Getenv("PATH")}, args...)
 	if err != nil {
 		return err
@@ -266,17 +268,35 @@ resolvConf: ""
 
 // network makes the node's network namespace: eth0 on the cluster's
 // bridge, a default route through the host, and the kubernetes Service's
-// address forwarded to the API server.
+// address forwarded to the API server. A process holds the namespace, not a
+// name under /run/netns: `ip netns add` bind-mounts one into the host's
+// mount table, where every other test's mount checks see it.
 func (n *Node) network() error {
 	c := n.c
-	veth := n.netns
-	n.c.cleanup = append(n.c.cleanup, func() { exec.Command("ip", "netns", "del", n.netns).Run() })
+	holder, err := start("netns "+n.Spec.Name, "", nil, "unshare", "--net", "--", c.Bins.Pause)
+	if err != nil {
+		return err
+	}
+	n.holder = holder
+	// unshare execs pause once the namespace exists: wait for it to differ
+	// from the host's.
+	host, _ := os.Readlink("/proc/self/ns/net")
+	n.netns = fmt.Sprintf("/proc/%d/ns/net", holder.Pid())
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if ns, err := os.Readlink(n.netns); err == nil && ns != host {
+			if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", holder.Pid())); exe == c.Bins.Pause {
+				break
+			}
+		}
+		if !holder.Running() || time.Now().After(deadline) {
+			return fmt.Errorf("node %s: no network namespace:\n%s", n.Spec.Name, holder.Log())
+		}
+	}
 	apiPort := c.Server[strings.LastIndex(c.Server, ":")+1:]
-	in := []string{"nsenter", "--net=/run/netns/" + n.netns, "--"}
+	in := []string{"nsenter", "--net=" + n.netns, "--"}
 	for _, args := range [][]string{
-		{"ip", "netns", "add", n.netns},
-		{"ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", n.netns},
-		{"ip", "link", "set", veth, "master", c.bridge, "up"},
+		{"ip", "link", "add", n.veth, "type", "veth", "peer", "name", "eth0", "netns", strconv.Itoa(holder.Pid())},
+		{"ip", "link", "set", n.veth, "master", c.bridge, "up"},
 		append(in, "ip", "addr", "add", n.IP+"/24", "dev", "eth0"),
 		append(in, "ip", "link", "set", "eth0", "up"),
 		append(in, "ip", "link", "set", "lo", "up"),
@@ -401,6 +421,11 @@ func (n *Node) stop() {
 	}
 	for _, ctl := range cgroupControllers {
 		removeCgroupTree(filepath.Join("/sys/fs/cgroup", ctl, n.cgroupRoot))
+	}
+	// The namespace, and the veth pair in it, go with its last process.
+	n.holder.Stop(5 * time.Second)
+	if n.veth != "" {
+		exec.Command("ip", "link", "del", n.veth).Run()
 	}
 }
 

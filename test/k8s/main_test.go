@@ -1,0 +1,98 @@
+package k8s
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/k8s/cluster"
+)
+
+// env is what the suites share: one cluster, and the laptop's dxgsim
+// fault files (driver folder names, removed adapters).
+type env struct {
+	c                *cluster.Cluster
+	folders, removed string
+}
+
+// TestK8s starts one four-node cluster (the NVIDIA laptop, an AMD desktop,
+// an Intel host with an NPU, a WSL node without /dev/dxg) with `make
+// image`'s image on every node, and runs each suite on it in turn: starting
+// a cluster and building the image once instead of per suite. A suite
+// leaves the cluster as it found it (its release uninstalled, its pods and
+// claims deleted, the simulated hosts restored), which each suite checks
+// first, so `-run TestK8s/DRA` alone or any order works.
+func TestK8s(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a cluster")
+	}
+	scratch := t.TempDir()
+	archive := makeImage(t, scratch)
+	e := env{folders: filepath.Join(scratch, "laptop-folders"), removed: filepath.Join(scratch, "laptop-removed")}
+	e.c = cluster.Start(t, cluster.Options{Images: []string{archive}, Nodes: []cluster.NodeSpec{
+		{Name: "laptop", Profile: "nvidia-laptop", DxgsimArgs: []string{"--folder-file", e.folders, "--removed-file", e.removed}},
+		{Name: "amd", Profile: "amd-desktop"},
+		{Name: "npu", Profile: "intel-npu"},
+		{Name: "nodxg", Profile: "nvidia-laptop", NoDxg: true},
+	}})
+	for _, s := range []struct {
+		name string
+		run  func(*testing.T, env)
+	}{
+		{"README", testREADME},
+		{"WSLGPU", testWSLGPU},
+		{"DRA", testDRA},
+	} {
+		t.Run(s.name, func(t *testing.T) {
+			begin := time.Now()
+			e.pristine(t)
+			t.Cleanup(func() { e.restore(t) })
+			s.run(t, e)
+			t.Logf("%s: %s", s.name, time.Since(begin).Round(time.Second))
+		})
+	}
+}
+
+// pristine fails t unless the cluster is as a new one: no release, no
+// pods or claims in default, no chart labels, the laptop's driver folder
+// and adapters as the profile has them.
+func (e env) pristine(t *testing.T) {
+	c := e.c.For(t)
+	if out, _ := c.Helm("list", "-A", "-q"); strings.TrimSpace(out) != "" {
+		t.Fatalf("a release is installed before the suite: %s", out)
+	}
+	if out, _ := c.Kubectl("get", "pods,resourceclaims,resourceclaimtemplates,deployments", "-o", "name"); out != "" {
+		t.Fatalf("objects left in default before the suite:\n%s", out)
+	}
+	if out, _ := c.Kubectl("get", "nodes", "-o", "jsonpath={.items[*].metadata.labels}"); strings.Contains(out, `"wsl-gpu-hook.dev/wsl"`) {
+		t.Fatalf("node labels of the chart before the suite: %s", out)
+	}
+	if _, err := os.Stat(filepath.Join(c.Node("laptop").HostTree, "usr/lib/wsl/drivers", nvidiaFolder)); err != nil {
+		t.Fatalf("the laptop's driver folder: %v", err)
+	}
+}
+
+// restore puts back what a suite may have changed, also when it failed
+// half-way: the release uninstalled, default's objects deleted, the
+// laptop's driver folder and fault files as at the start.
+func (e env) restore(t *testing.T) {
+	c := e.c.For(t)
+	if out, _ := c.Helm("list", "-A", "-q"); strings.Contains(out, "wsl-gpu-hook") {
+		c.Helm("uninstall", "wsl-gpu-hook", "-n", ns, "--wait", "--timeout", "3m")
+	}
+	c.Kubectl("delete", "pods,resourceclaims,resourceclaimtemplates,deployments", "--all", "--wait=true", "--timeout=2m")
+	drivers := filepath.Join(c.Node("laptop").HostTree, "usr/lib/wsl/drivers")
+	for _, moved := range []string{updated, nvidiaFolder + ".gone"} {
+		if _, err := os.Stat(filepath.Join(drivers, moved)); err == nil {
+			os.Rename(filepath.Join(drivers, moved), filepath.Join(drivers, nvidiaFolder))
+		}
+	}
+	amd := filepath.Join(c.Node("amd").HostTree, "usr/lib/wsl/drivers", amdFolder)
+	if _, err := os.Stat(amd + ".gone"); err == nil {
+		os.Rename(amd+".gone", amd)
+	}
+	os.Remove(e.folders)
+	os.Remove(e.removed)
+}
