@@ -49,11 +49,11 @@ func TestNodeInContainer(t *testing.T) {
 	x := tc{t, c}
 
 	// What the engine gave the node container: the GPU through the hook.
-	out, err := cn.Exec("sh", "-c", `: <> /dev/dxg && echo dxg-open; ls /usr/lib/wsl/drivers | sed 's/^/folder /'; touch /usr/lib/wsl/lib/x 2>/dev/null && echo LIB-WRITABLE || echo lib-readonly`)
+	out, err := cn.Exec("sh", "-c", `: <> /dev/dxg && echo dxg-open; ls /usr/lib/wsl/drivers | sed 's/^/folder /'; [ -e /usr/lib/wsl/lib/libcuda.so.1 ] && echo lib-there; touch /usr/lib/wsl/lib/x 2>/dev/null && echo LIB-WRITABLE || echo lib-readonly`)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, cn.Diagnose())
 	}
-	for _, want := range []string{"dxg-open", "folder " + nvidiaFolder + "\n", "lib-readonly"} {
+	for _, want := range []string{"dxg-open", "folder " + nvidiaFolder + "\n", "lib-there", "lib-readonly"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the node container lacks %q:\n%s", want, out)
 		}
