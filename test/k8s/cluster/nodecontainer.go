@@ -16,13 +16,19 @@ import (
 )
 
 // ContainerNodeSpec is a node that runs as a privileged container of a
-// real engine, as kind, k3d and minikube's docker driver run nodes: the
-// Docker 29 daemon (with its containerd 2.4 and runc 1.5, hack/engines)
-// runs under dxgsim on the simulated WSL host, wired with `wsl-gpu-hook
-// install docker`, and starts the node container from NodeImage; inside
-// it a containerd and a kubelet join the cluster.
+// real engine, as kind, k3d and minikube's docker driver run nodes. The
+// engine runs under dxgsim on the simulated WSL host and starts the node
+// container from NodeImage; inside it a containerd and a kubelet join the
+// cluster:
+//   - EngineDocker: the Docker 29 daemon with its containerd 2.4 and runc
+//     1.5 (hack/engines), wired with `wsl-gpu-hook install docker`;
+//   - EnginePodman: Debian 13's podman 5.4 with runc 1.5, the CDI specs
+//     written by `wsl-gpu-hook install cdi` (podman 5 turns --gpus into
+//     CDI nvidia.com/gpu names).
 type ContainerNodeSpec struct {
 	Name string
+	// Engine is EngineDocker ("" too) or EnginePodman.
+	Engine string
 	// Profile is the simulated WSL host the engine runs on (test/simhost).
 	Profile string
 	// Hook is the wsl-gpu-hook binary `install docker` wires into the
@@ -32,6 +38,12 @@ type ContainerNodeSpec struct {
 	// types them: {"--gpus", "all"}. Empty runs the node without.
 	GPUArgs []string
 }
+
+// The engines a ContainerNodeSpec can name.
+const (
+	EngineDocker = "docker"
+	EnginePodman = "podman"
+)
 
 // ContainerNode is a node running in a container.
 type ContainerNode struct {
@@ -43,8 +55,9 @@ type ContainerNode struct {
 
 	c       *Cluster
 	n       *Node // the network and cgroup plumbing the harness's nodes use
-	dockerd *Proc
+	engine  *Proc // dockerd, or the shell that runs podman run
 	sock    string
+	runc    string // runc 1.5's bin dir
 	stopped bool
 }
 
@@ -63,6 +76,9 @@ func (c *Cluster) StartContainerNode(t testing.TB, spec ContainerNodeSpec) *Cont
 			break
 		}
 	}
+	if spec.Engine == "" {
+		spec.Engine = EngineDocker
+	}
 	cn := &ContainerNode{Spec: spec, c: c, Dir: filepath.Join(c.Dir, "c"+strconv.Itoa(k)), Container: "node-" + spec.Name}
 	cn.IP = fmt.Sprintf("10.250.%d.%d", c.index, 200+k)
 	cn.sock = filepath.Join(cn.Dir, "docker.sock")
@@ -72,7 +88,7 @@ func (c *Cluster) StartContainerNode(t testing.TB, spec ContainerNodeSpec) *Cont
 	if err := cn.startEngine(t); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("container node %s: dockerd up %s after start", spec.Name, time.Since(begin).Round(time.Second))
+	t.Logf("container node %s: %s up %s after start", spec.Name, spec.Engine, time.Since(begin).Round(time.Second))
 	if err := cn.loadImage(k); err != nil {
 		t.Fatal(err)
 	}
@@ -80,9 +96,9 @@ func (c *Cluster) StartContainerNode(t testing.TB, spec ContainerNodeSpec) *Cont
 	if err := cn.run(k); err != nil {
 		t.Fatal(err)
 	}
-	c.WaitFor(3*time.Minute, "container node "+spec.Name+" Ready", func() bool {
-		if !cn.dockerd.Running() {
-			t.Fatalf("dockerd exited:\n%s", cn.Diagnose())
+	c.Wait(t, 3*time.Minute, "container node "+spec.Name+" Ready", func() bool {
+		if !cn.engine.Running() {
+			t.Fatalf("%s exited:\n%s", spec.Engine, cn.Diagnose())
 		}
 		out, _ := c.Kubectl("get", "node", spec.Name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
@@ -92,10 +108,12 @@ func (c *Cluster) StartContainerNode(t testing.TB, spec ContainerNodeSpec) *Cont
 }
 
 // startEngine makes the node's network namespace and cgroup root, wires
-// the hook into a private Docker config with `install docker`, and starts
-// dockerd there: nsenter (the namespace) → dxgsim (the simulated /dev/dxg
-// and /usr/lib/wsl, inherited by everything dockerd starts) → pivotroot
-// (the Debian 13 root, for its Docker CLI) → dockerd.
+// the hook into the engine's private configuration, and starts the
+// engine there: nsenter (the namespace) → dxgsim (the simulated /dev/dxg
+// and /usr/lib/wsl, inherited by everything the engine starts) →
+// pivotroot (the Debian 13 root, for its Docker CLI and podman) → dockerd,
+// or a shell that runs `podman run` of the node in the foreground (podman
+// has no daemon: the container must descend from a process under dxgsim).
 func (cn *ContainerNode) startEngine(t testing.TB) error {
 	c := cn.c
 	root := c.Bins.Root
@@ -110,6 +128,7 @@ func (cn *ContainerNode) startEngine(t testing.TB) error {
 	} else if engines = strings.Fields(out); len(engines) != 3 {
 		return fmt.Errorf("hack/engines/build.sh printed %q", out)
 	}
+	cn.runc = engines[2]
 	trixie, err := script(root, "hack/engines/root.sh", "trixie")
 	if err != nil {
 		return err
@@ -128,62 +147,95 @@ func (cn *ContainerNode) startEngine(t testing.TB) error {
 	if err := cn.n.network(); err != nil {
 		return err
 	}
-	prefix := filepath.Join(cn.Dir, "docker-config")
-	if _, err := run(cn.Spec.Hook, "install", "--prefix", prefix, "--hook", cn.Spec.Hook, "docker"); err != nil {
-		return err
-	}
 	hookConfig := filepath.Join(cn.Dir, "hook.toml")
 	if err := os.WriteFile(hookConfig, []byte(fmt.Sprintf("log_file = %q\nlog_level = \"debug\"\n", filepath.Join(cn.Dir, "log", "hook.log"))), 0o644); err != nil {
 		return err
 	}
+	prefix := filepath.Join(cn.Dir, "engine-config")
 	var b strings.Builder
 	b.WriteString("set -e\n")
 	for _, ctl := range cgroupControllers {
 		fmt.Fprintf(&b, "[ ! -e %[1]s ] || echo $$ > %[1]s\n", filepath.Join("/sys/fs/cgroup", ctl, cn.n.cgroupRoot, "node", "cgroup.procs"))
 	}
-	fmt.Fprintf(&b, "echo $$ > %s\n", filepath.Join(cn.Dir, "dockerd.pid"))
-	b.WriteString(`exec dockerd "$@"` + "\n")
+	fmt.Fprintf(&b, "echo $$ > %s\n", filepath.Join(cn.Dir, "engine.pid"))
+	var engineArgs []string
+	switch cn.Spec.Engine {
+	case EngineDocker:
+		if _, err := run(cn.Spec.Hook, "install", "--prefix", prefix, "--hook", cn.Spec.Hook, "docker"); err != nil {
+			return err
+		}
+		b.WriteString(`exec dockerd "$@"` + "\n")
+		engineArgs = []string{"--config-file", filepath.Join(prefix, "etc/docker/daemon.json"),
+			"--data-root", filepath.Join(cn.Dir, "data"), "--exec-root", filepath.Join(cn.Dir, "exec"),
+			"--pidfile", filepath.Join(cn.Dir, "docker.pid"), "-H", "unix://" + cn.sock,
+			"--iptables=false", "--ip6tables=false", "--bridge=none", "--storage-driver=overlay2",
+			"--cgroup-parent", cn.n.cgroupRoot + "/docker"}
+	case EnginePodman:
+		// The specs are written as a user does, on the (simulated) WSL
+		// host; they go to /run/cdi inside the engine's mount namespace
+		// only, over an empty /etc/cdi.
+		cmd := exec.Command(c.Bins.Dxgsim, "--profile", cn.Spec.Profile, "--bind-host", host, "--",
+			cn.Spec.Hook, "install", "--prefix", prefix, "--hook", cn.Spec.Hook, "cdi")
+		cmd.Env = append(os.Environ(), "WSL_GPU_HOOK_CONFIG="+hookConfig)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("install cdi: %v\n%s", err, out)
+		}
+		fmt.Fprintf(&b, "[ ! -d /etc/cdi ] || mount -t tmpfs tmpfs /etc/cdi\nmkdir -p /run/cdi\ncp %s/* /run/cdi/\n", filepath.Join(prefix, "etc/cdi"))
+		fmt.Fprintf(&b, "while [ ! -e %[1]s ]; do sleep 0.1; done\nexec sh %[1]s\n", filepath.Join(cn.Dir, "run.sh"))
+	default:
+		return fmt.Errorf("container node %s: unknown engine %q", cn.Spec.Name, cn.Spec.Engine)
+	}
 	args := []string{"nsenter", "--net=/run/netns/" + cn.n.netns, "--",
 		c.Bins.Dxgsim, "--profile", cn.Spec.Profile, "--bind-host", host, "--report", filepath.Join(cn.Dir, "dxgsim.json"), "--",
 		pivot, "--root", trixie, "--scratch", filepath.Join(cn.Dir, "scratch"), "--bind", filepath.Join(cacheDir(), "engines"), "--",
-		"sh", "-c", b.String(), "dockerd",
-		"--config-file", filepath.Join(prefix, "etc/docker/daemon.json"),
-		"--data-root", filepath.Join(cn.Dir, "data"), "--exec-root", filepath.Join(cn.Dir, "exec"),
-		"--pidfile", filepath.Join(cn.Dir, "docker.pid"), "-H", "unix://" + cn.sock,
-		"--iptables=false", "--ip6tables=false", "--bridge=none", "--storage-driver=overlay2",
-		"--cgroup-parent", cn.n.cgroupRoot + "/docker"}
+		"sh", "-c", b.String(), cn.Spec.Engine}
+	args = append(args, engineArgs...)
 	path := append(engines, filepath.Join(prefix, filepath.Dir(cn.Spec.Hook)), "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
-	p, err := start("dockerd "+cn.Spec.Name, filepath.Join(cn.Dir, "log", "dockerd.log"),
-		[]string{"PATH=" + strings.Join(path, ":"), "WSL_GPU_HOOK_CONFIG=" + hookConfig}, args...)
+	p, err := start(cn.Spec.Engine+" "+cn.Spec.Name, filepath.Join(cn.Dir, "log", "engine.log"),
+		[]string{"PATH=" + strings.Join(path, ":"), "WSL_GPU_HOOK_CONFIG=" + hookConfig, "PODMAN_IGNORE_CGROUPSV1_WARNING=1"}, args...)
 	if err != nil {
 		return err
 	}
-	cn.dockerd = p
+	cn.engine = p
 	c.procs = append(c.procs, p)
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		out, err := cn.Docker(nil, "version", "--format", "{{.Server.Version}}")
+		format := "{{.Server.Version}}"
+		if cn.Spec.Engine == EnginePodman {
+			format = "{{.Client.Version}}"
+		}
+		out, err := cn.Engine(nil, "version", "--format", format)
 		if err == nil {
-			t.Logf("container node %s: dockerd %s", cn.Spec.Name, strings.TrimSpace(out))
+			t.Logf("container node %s: %s %s", cn.Spec.Name, cn.Spec.Engine, strings.TrimSpace(out))
 			return nil
 		}
 		if !p.Running() || time.Now().After(deadline) {
-			return fmt.Errorf("dockerd did not come up: %v\n%s", err, tail(p.Log(), 30))
+			return fmt.Errorf("%s did not come up: %v\n%s", cn.Spec.Engine, err, tail(p.Log(), 30))
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
 }
 
-// Docker runs the Debian 13 docker CLI against the node's dockerd, in
-// dockerd's mount namespace, with stdin from in if not nil.
-func (cn *ContainerNode) Docker(in io.Reader, args ...string) (string, error) {
-	data, err := os.ReadFile(filepath.Join(cn.Dir, "dockerd.pid"))
+// podman is podman's command line for the node's every call: storage in
+// the node's dir, runc 1.5, cgroupfs.
+func (cn *ContainerNode) podman() []string {
+	return []string{"/usr/bin/podman", "--root", filepath.Join(cn.Dir, "data"), "--runroot", "/run/wgk-podman",
+		"--runtime", filepath.Join(cn.runc, "runc"), "--cgroup-manager", "cgroupfs", "--events-backend", "none"}
+}
+
+// Engine runs the Debian 13 docker CLI against the node's dockerd, or
+// podman, in the engine's mount namespace, with stdin from in if not nil.
+func (cn *ContainerNode) Engine(in io.Reader, args ...string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(cn.Dir, "engine.pid"))
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command("nsenter", append([]string{"--mount=/proc/" + strings.TrimSpace(string(data)) + "/ns/mnt", "--",
-		"/usr/bin/docker", "-H", "unix://" + cn.sock}, args...)...)
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"}
+	cli := []string{"/usr/bin/docker", "-H", "unix://" + cn.sock}
+	if cn.Spec.Engine == EnginePodman {
+		cli = cn.podman()
+	}
+	cmd := exec.Command("nsenter", append(append([]string{"--mount=/proc/" + strings.TrimSpace(string(data)) + "/ns/mnt", "--"}, cli...), args...)...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "PODMAN_IGNORE_CGROUPSV1_WARNING=1"}
 	cmd.Stdin = in
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -199,17 +251,17 @@ func (cn *ContainerNode) Docker(in io.Reader, args ...string) (string, error) {
 		err = <-done
 	}
 	if err != nil {
-		return out.String(), fmt.Errorf("docker %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+		return out.String(), fmt.Errorf("%s %s: %v: %s", cn.Spec.Engine, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
 	}
 	return out.String(), nil
 }
 
-// Exec runs a command inside the node container (docker exec).
+// Exec runs a command inside the node container (docker/podman exec).
 func (cn *ContainerNode) Exec(args ...string) (string, error) {
-	return cn.Docker(nil, append([]string{"exec", cn.Container}, args...)...)
+	return cn.Engine(nil, append([]string{"exec", cn.Container}, args...)...)
 }
 
-// loadImage builds NodeImage and loads it with `docker load`.
+// loadImage builds NodeImage and loads it with `docker load` or `podman load`.
 func (cn *ContainerNode) loadImage(k int) error {
 	trixie, err := script(cn.c.Bins.Root, "hack/engines/root.sh", "trixie")
 	if err != nil {
@@ -221,13 +273,13 @@ func (cn *ContainerNode) loadImage(k int) error {
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeNodeImage(pw, filepath.Join(cn.Dir, "image"), trixie, cn.c.Bins, runc)) }()
-	out, err := cn.Docker(pr, "load")
+	out, err := cn.Engine(pr, "load")
 	pr.Close()
 	if err != nil {
 		return err
 	}
 	if !strings.Contains(out, NodeImage) {
-		return fmt.Errorf("docker load did not load %s: %s", NodeImage, out)
+		return fmt.Errorf("%s load did not load %s: %s", cn.Spec.Engine, NodeImage, out)
 	}
 	os.RemoveAll(filepath.Join(cn.Dir, "image"))
 	return nil
@@ -310,14 +362,31 @@ resolvConf: ""
 			return err
 		}
 	}
-	args := []string{"run", "-d", "--name", cn.Container, "--hostname", cn.Spec.Name,
+	args := []string{"run"}
+	if cn.Spec.Engine == EngineDocker {
+		args = append(args, "-d")
+	}
+	args = append(args, "--name", cn.Container, "--hostname", cn.Spec.Name,
 		"--privileged", "--network", "host", "--cgroupns", "host",
-		"-v", "/sys/fs/cgroup:/sys/fs/cgroup", "-v", cfg + ":/wgk:ro", "-v", filepath.Join(cn.Dir, "log") + ":/wgk-log"}
-	args = append(append(args, cn.Spec.GPUArgs...), NodeImage, "/wgk/start.sh")
-	if out, err := cn.Docker(nil, args...); err != nil {
-		return fmt.Errorf("%v\nhook log:\n%s", err, tail(cn.log("hook"), 10))
-	} else {
-		_ = out
+		"-v", "/sys/fs/cgroup:/sys/fs/cgroup", "-v", cfg+":/wgk:ro", "-v", filepath.Join(cn.Dir, "log")+":/wgk-log")
+	switch cn.Spec.Engine {
+	case EngineDocker:
+		args = append(append(args, cn.Spec.GPUArgs...), NodeImage, "/wgk/start.sh")
+		if _, err := cn.Engine(nil, args...); err != nil {
+			return fmt.Errorf("%v\nhook log:\n%s", err, tail(cn.log("hook"), 10))
+		}
+	case EnginePodman:
+		// In the foreground of the engine's shell (see startEngine).
+		args = append(append(args, "--cgroup-parent", cn.n.cgroupRoot+"/podman"), cn.Spec.GPUArgs...)
+		args = append(args, NodeImage, "/wgk/start.sh")
+		q := func(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+		var line []string
+		for _, a := range append(cn.podman(), args...) {
+			line = append(line, q(a))
+		}
+		if err := os.WriteFile(filepath.Join(cn.Dir, "run.sh"), []byte("exec "+strings.Join(line, " ")+"\n"), 0o644); err != nil {
+			return err
+		}
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -326,6 +395,9 @@ resolvConf: ""
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("container node %s: containerd does not answer:\n%s", cn.Spec.Name, cn.Diagnose())
+		}
+		if !cn.engine.Running() {
+			return fmt.Errorf("container node %s: %s exited:\n%s", cn.Spec.Name, cn.Spec.Engine, cn.Diagnose())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -345,7 +417,7 @@ func (cn *ContainerNode) ImportImage(archive string) error {
 		return err
 	}
 	defer f.Close()
-	_, err = cn.Docker(f, "exec", "-i", cn.Container, "ctr", "--namespace=k8s.io", "images", "import", "--all-platforms", "--digests", "-")
+	_, err = cn.Engine(f, "exec", "-i", cn.Container, "ctr", "--namespace=k8s.io", "images", "import", "--all-platforms", "--digests", "-")
 	return err
 }
 
@@ -386,7 +458,7 @@ func (cn *ContainerNode) log(name string) string {
 // Diagnose is the node's engine, containerd, kubelet and hook logs' last lines.
 func (cn *ContainerNode) Diagnose() string {
 	var b strings.Builder
-	for _, d := range []string{"dockerd", "containerd", "kubelet", "hook"} {
+	for _, d := range []string{"engine", "containerd", "kubelet", "hook"} {
 		fmt.Fprintf(&b, "--- container node %s %s:\n%s\n", cn.Spec.Name, d, tail(cn.log(d), 25))
 	}
 	return b.String()
@@ -407,7 +479,7 @@ func (cn *ContainerNode) Memory() (usage, rss int64) {
 	return usage, rss
 }
 
-// Stop removes the node container, stops dockerd, kills whatever is left
+// Stop removes the node container, stops the engine, kills whatever is left
 // in the node's cgroups and removes them. The network namespace goes with
 // the cluster. It fails t if dxgsim saw protocol misuse.
 func (cn *ContainerNode) Stop(t testing.TB) {
@@ -415,20 +487,27 @@ func (cn *ContainerNode) Stop(t testing.TB) {
 		return
 	}
 	cn.stopped = true
-	if cn.dockerd != nil && cn.dockerd.Running() {
-		if out, err := cn.Docker(nil, "rm", "-f", cn.Container); err != nil && !strings.Contains(out, "No such container") {
+	if cn.engine != nil && cn.engine.Running() {
+		if out, err := cn.Engine(nil, "rm", "-f", cn.Container); err != nil && !strings.Contains(out, "no such container") && !strings.Contains(out, "No such container") {
 			t.Logf("container node %s: %v", cn.Spec.Name, err)
 		}
 	}
-	if cn.dockerd != nil {
-		cn.dockerd.cmd.Process.Signal(syscall.SIGTERM) // dxgsim passes it on to dockerd
+	if cn.engine != nil {
+		cn.engine.cmd.Process.Signal(syscall.SIGTERM) // dxgsim passes it on
 		select {
-		case <-cn.dockerd.done:
+		case <-cn.engine.done:
 		case <-time.After(30 * time.Second):
 		}
-		cn.dockerd.Stop(5 * time.Second)
-		if strings.Contains(cn.dockerd.Log(), "dxgsim: misuse") {
-			t.Errorf("container node %s: dxgsim saw misuse:\n%s", cn.Spec.Name, tail(cn.dockerd.Log(), 10))
+		cn.engine.Stop(5 * time.Second)
+		// The cluster's waits fail when one of its processes exits.
+		for i, p := range cn.c.procs {
+			if p == cn.engine {
+				cn.c.procs = append(cn.c.procs[:i:i], cn.c.procs[i+1:]...)
+				break
+			}
+		}
+		if strings.Contains(cn.engine.Log(), "dxgsim: misuse") {
+			t.Errorf("container node %s: dxgsim saw misuse:\n%s", cn.Spec.Name, tail(cn.engine.Log(), 10))
 		}
 	}
 	cn.n.stop()
