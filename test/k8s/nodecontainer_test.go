@@ -46,9 +46,15 @@ func TestNodeInContainer(t *testing.T) {
 	archive := makeImage(t, scratch)
 	c := cluster.Start(t, cluster.Options{Images: []string{archive}})
 	installed := false
-	for _, col := range []struct{ name, engine string }{
-		{"Docker 29.8 + containerd 2.4 + runc 1.5", cluster.EngineDocker},
-		{"podman 5.4 (Debian 13) + runc 1.5", cluster.EnginePodman},
+	for _, col := range []struct {
+		name, engine string
+		// folders is how many driver folders the node container gets:
+		// Docker's legacy --gpus hook asks for every adapter (the laptop's
+		// Intel and NVIDIA), podman's CDI nvidia.com/gpu=all for NVIDIA's.
+		folders int
+	}{
+		{"Docker 29.8 + containerd 2.4 + runc 1.5", cluster.EngineDocker, 2},
+		{"podman 5.4 (Debian 13) + runc 1.5", cluster.EnginePodman, 1},
 	} {
 		t.Run(col.name, func(t *testing.T) {
 			node := "kind-" + col.engine
@@ -67,6 +73,9 @@ func TestNodeInContainer(t *testing.T) {
 				if !strings.Contains(out, want) {
 					t.Errorf("the node container lacks %q:\n%s", want, out)
 				}
+			}
+			if n := strings.Count(out, "folder "); n != col.folders {
+				t.Errorf("the node container has %d driver folders, want %d:\n%s", n, col.folders, out)
 			}
 
 			ready := time.Now()
