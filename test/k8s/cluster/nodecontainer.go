@@ -89,7 +89,7 @@ func (c *Cluster) StartContainerNode(t testing.TB, spec ContainerNodeSpec) *Cont
 		t.Fatal(err)
 	}
 	t.Logf("container node %s: %s up %s after start", spec.Name, spec.Engine, time.Since(begin).Round(time.Second))
-	if err := cn.loadImage(k); err != nil {
+	if err := cn.loadImage(); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("container node %s: %s loaded %s after start", spec.Name, NodeImage, time.Since(begin).Round(time.Second))
@@ -262,7 +262,7 @@ func (cn *ContainerNode) Exec(args ...string) (string, error) {
 }
 
 // loadImage builds NodeImage and loads it with `docker load` or `podman load`.
-func (cn *ContainerNode) loadImage(k int) error {
+func (cn *ContainerNode) loadImage() error {
 	trixie, err := script(cn.c.Bins.Root, "hack/engines/root.sh", "trixie")
 	if err != nil {
 		return err
