@@ -3,8 +3,9 @@
 // (deploy/helm/wsl-gpu-hook, helm v4) on a real v1.37.2 cluster (package
 // cluster: API server, scheduler, controller manager, etcd, and nodes that
 // each run a kubelet and containerd 2.4 in their own namespaces on a
-// simulated WSL host), with the cases asserted through the API server
-// and from inside the pods. It is a module of its own: nothing here
+// simulated WSL host; and nodes inside engine containers, as kind, k3d and
+// minikube run them: TestNodeInContainer), with the cases asserted through
+// the API server and from inside the pods. It is a module of its own: nothing here
 // touches the main module's dependencies.
 //
 // TestK8s starts one four-node cluster and runs the suites on it in turn:

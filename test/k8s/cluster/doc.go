@@ -35,4 +35,14 @@
 // clients work. Node.Restart restarts a node's containerd or kubelet;
 // Node.Exec runs a command inside the node. Everything stops and is removed
 // in the test's cleanup (K8S_TEST_KEEP=1 keeps the dir and its logs).
+//
+// Cluster.StartContainerNode adds a node the way kind, k3d and minikube's
+// docker driver make one: a privileged container of a real engine (the
+// Docker 29 daemon, or Debian 13's podman 5.4) running under dxgsim in a
+// network namespace on the cluster's bridge, started from NodeImage (a
+// Debian 13 root with containerd 2.4, runc 1.5, the CNI plugins and the
+// kubelet; loaded with `docker load`/`podman load`) with the flags that ask
+// for the GPU; its containerd and kubelet join the API server, and the
+// cluster's images are imported inside it as `kind load image-archive`
+// does.
 package cluster
