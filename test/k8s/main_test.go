@@ -28,6 +28,9 @@ func TestK8s(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a cluster")
 	}
+	// Its own cluster, names and dirs: it overlaps the other cluster test,
+	// which spends most of its time waiting on pods, not on the CPU.
+	t.Parallel()
 	scratch := t.TempDir()
 	archive := makeImage(t, scratch)
 	e := env{folders: filepath.Join(scratch, "laptop-folders"), removed: filepath.Join(scratch, "laptop-removed")}

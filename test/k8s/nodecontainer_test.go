@@ -41,6 +41,9 @@ func TestNodeInContainer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a cluster and container engines")
 	}
+	// Its own cluster, names and dirs: it overlaps the other cluster test,
+	// which spends most of its time waiting on pods, not on the CPU.
+	t.Parallel()
 	sysctls := readSysctls(t)
 	scratch := t.TempDir()
 	archive := makeImage(t, scratch)

@@ -82,7 +82,7 @@ func (c *Cluster) StartContainerNode(t testing.TB, spec ContainerNodeSpec) *Cont
 	cn := &ContainerNode{Spec: spec, c: c, Dir: filepath.Join(c.Dir, "c"+strconv.Itoa(k)), Container: "node-" + spec.Name}
 	cn.IP = fmt.Sprintf("10.250.%d.%d", c.index, 200+k)
 	cn.sock = filepath.Join(cn.Dir, "docker.sock")
-	cn.n = &Node{c: c, Dir: cn.Dir, IP: cn.IP, netns: fmt.Sprintf("wgk%dc%d", c.index, k),
+	cn.n = &Node{c: c, Spec: NodeSpec{Name: spec.Name}, Dir: cn.Dir, IP: cn.IP, veth: fmt.Sprintf("wgk%dc%d", c.index, k),
 		cgroupRoot: "/" + filepath.Base(c.Dir) + "-c" + strconv.Itoa(k)}
 	t.Cleanup(func() { cn.Stop(t) })
 	if err := cn.startEngine(t); err != nil {
@@ -185,7 +185,7 @@ func (cn *ContainerNode) startEngine(t testing.TB) error {
 	default:
 		return fmt.Errorf("container node %s: unknown engine %q", cn.Spec.Name, cn.Spec.Engine)
 	}
-	args := []string{"nsenter", "--net=/run/netns/" + cn.n.netns, "--",
+	args := []string{"nsenter", "--net=" + cn.n.netns, "--",
 		c.Bins.Dxgsim, "--profile", cn.Spec.Profile, "--bind-host", host, "--report", filepath.Join(cn.Dir, "dxgsim.json"), "--",
 		pivot, "--root", trixie, "--scratch", filepath.Join(cn.Dir, "scratch"), "--bind", filepath.Join(cacheDir(), "engines"), "--",
 		"sh", "-c", b.String(), cn.Spec.Engine}
