@@ -26,6 +26,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/edits"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
@@ -259,7 +260,7 @@ func BenchmarkInventory(b *testing.B) {
 func BenchmarkLdcacheScan(b *testing.B) {
 	h := newBenchHost(b)
 	for b.Loop() {
-		if _, err := ldcache.ScanDir(h.cfg.LibDir, mounts.ContainerLibDir); err != nil {
+		if _, err := ldcache.ScanDir(h.cfg.LibDir, edits.ContainerLibDir); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiselect"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/edits"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
 
@@ -146,10 +146,10 @@ func newSpec(kind string, opt Options) *cdi.Spec {
 			// No major:minor: dxg is a misc device with a dynamic minor,
 			// so the engine stats the host path at every start instead.
 			DeviceNodes: []*cdi.DeviceNode{{
-				Path: mounts.ContainerDevice, HostPath: opt.Device.Path, Type: "c",
+				Path: edits.ContainerDevice, HostPath: opt.Device.Path, Type: "c",
 				FileMode: &perm, Permissions: "rwm",
 			}},
-			Mounts: []*cdi.Mount{{HostPath: opt.LibDir, ContainerPath: mounts.ContainerLibDir, Options: mountOptions}},
+			Mounts: []*cdi.Mount{{HostPath: opt.LibDir, ContainerPath: edits.ContainerLibDir, Options: mountOptions}},
 			// Keeps the wsl-gpu-runtime wrapper, which reads the request
 			// env before the container exists, from adding the GPU a
 			// second time. The OCI hooks leave a container whose spec has
