@@ -6,27 +6,27 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/edits"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/specpatch"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
 
-// stackExtras is what the wrapper adds for the vendor stacks and the
+// stackEdits is what the wrapper adds for the vendor stacks and the
 // capabilities (package vendorstack): the variables, which only it can set
 // on this path (its prestart hook cannot), and the device nodes, whose
 // rules the runtime then owns. The binds are left to the hook it adds,
 // which makes them as it makes the driver folders'.
-func stackExtras(spec *oci.Spec, req request.Request, node devnode.Node, o Options) (specpatch.Extras, error) {
+func stackEdits(spec *oci.Spec, req request.Request, node devnode.Node, o Options) (edits.Edits, error) {
 	caps, err := capability.FromSpec(spec)
 	if err != nil {
-		return specpatch.Extras{}, fmt.Errorf("%w: fix the container's GPU request", err)
+		return edits.Edits{}, fmt.Errorf("%w: fix the container's GPU request", err)
 	}
 	opts := vendorstack.ProbeOptions{ROCmDir: o.Config.ROCmDir, DRIDir: o.Config.DRIDir, WSLgDir: o.Config.WSLgDir}
 	probe, err := vendorstack.ProbeFor(opts, nil, caps.Set)
 	if err != nil {
-		return specpatch.Extras{}, err
+		return edits.Edits{}, err
 	}
 	probe.ROCm = vendorstack.ProbeROCm(o.Config.ROCmDir)
 	in := vendorstack.Input{All: req.All, Caps: caps.Set, Probe: probe}
@@ -48,10 +48,11 @@ func stackExtras(spec *oci.Spec, req request.Request, node devnode.Node, o Optio
 			}
 		}
 	}
-	e := vendorstack.Plan(in)
-	x := specpatch.Extras{Env: e.EnvList()}
-	for _, d := range e.Devices {
-		x.Devices = append(x.Devices, specpatch.Device{Path: d.Path, Node: devnode.Node{Path: d.HostPath, Major: d.Major, Minor: d.Minor}})
-	}
-	return x, nil
+	s := vendorstack.Plan(in)
+	// The binds are the hook's, which makes them as it makes the driver
+	// folders'.
+	s.Mounts = nil
+	var e edits.Edits
+	e.AddStack(s, false)
+	return e, nil
 }
