@@ -163,14 +163,10 @@ func PatchBundle(bundle string, o Options) error {
 	if o.ExplicitConfig {
 		hookArgs = append(hookArgs, "--config", o.ConfigPath)
 	}
-	e, err := stackEdits(spec, req, node, o)
+	e, err := containerEdits(spec, req, node, o, edits.Hook{Stage: "prestart", Path: o.Self, Args: append(hookArgs, "prestart")})
 	if err != nil {
 		return err
 	}
-	// The runtime makes the node and owns its rule; the hook binds the
-	// rest, which config.json cannot carry.
-	e.Node = edits.Device{Path: wsl.Device, Node: node, Access: edits.AccessDxg}
-	e.Hooks = []edits.Hook{{Stage: "prestart", Path: o.Self, Args: append(hookArgs, "prestart")}}
 
 	path := filepath.Join(bundle, "config.json")
 	old, err := os.ReadFile(path)
