@@ -17,22 +17,20 @@ import (
 // the hooks in hooks.<stage>. Files, loader-cache entries, links and
 // aliases have no config.json form: the value's hook makes them.
 //
-// config is decoded once and encoded once. Every member Patch does not own,
-// including ones from newer runtime-spec versions, passes through (numbers
-// as written); objects come out with their keys sorted. What is there
-// already (a node or mount at the same path, a rule that allows as much, a
-// hook with the same path) is not added again, so Patch is idempotent.
+// config is decoded once and encoded once: its members are kept as written
+// but for the ones Patch edits (linux, mounts, process, hooks), each
+// decoded once down to the arrays it adds to, numbers as written; every
+// member Patch does not own, including ones from newer runtime-spec
+// versions, passes through. Objects it edits come out with their keys
+// sorted. What is there already (a node or mount at the same path, a rule
+// that allows as much, a hook with the same path) is not added again, so
+// Patch is idempotent.
 // A variable the container sets already is kept as the user set it;
 // Patch returns those it left out for that.
 func (e Edits) Patch(config []byte) ([]byte, []string, error) {
-	dec := json.NewDecoder(bytes.NewReader(config))
-	dec.UseNumber()
-	var top map[string]any
-	if err := dec.Decode(&top); err != nil {
+	var top raw
+	if err := json.Unmarshal(config, &top); err != nil {
 		return nil, nil, fmt.Errorf("decode config.json: %w", err)
-	}
-	if _, err := dec.Token(); err == nil {
-		return nil, nil, errors.New("decode config.json: data after the object")
 	}
 	if top == nil {
 		return nil, nil, errors.New("decode config.json: not a JSON object")
@@ -54,8 +52,8 @@ func (e Edits) Patch(config []byte) ([]byte, []string, error) {
 			return nil, nil, err
 		}
 	}
-	for _, h := range e.Hooks {
-		if err := patchHook(top, h); err != nil {
+	if len(e.Hooks) > 0 {
+		if err := patchHooks(top, e.Hooks); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -63,45 +61,64 @@ func (e Edits) Patch(config []byte) ([]byte, []string, error) {
 	return out, kept, err
 }
 
-// object returns o's member key as an object, made (and put in o) when
-// missing or null.
-func object(o map[string]any, key string) (map[string]any, error) {
-	switch v := o[key].(type) {
-	case map[string]any:
-		return v, nil
-	case nil:
-		m := map[string]any{}
-		o[key] = m
-		return m, nil
+// raw is a JSON object whose members are decoded only where Patch
+// changes them: the rest passes through as written.
+type raw map[string]json.RawMessage
+
+// object decodes o's member key as an object; missing or null is empty.
+func (o raw) object(key string) (raw, error) {
+	var m raw
+	if v, ok := o[key]; ok {
+		if err := json.Unmarshal(v, &m); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", key, err)
+		}
 	}
-	return nil, fmt.Errorf("decode %s: not a JSON object", key)
+	if m == nil {
+		m = raw{}
+	}
+	return m, nil
 }
 
-// array returns o's member key as an array; nil when missing or null.
-func array(o map[string]any, key string) ([]any, error) {
-	switch v := o[key].(type) {
-	case []any:
-		return v, nil
-	case nil:
+// array decodes o's member key as an array of values (numbers kept as
+// written); missing or null is nil.
+func (o raw) array(key string) ([]any, error) {
+	v, ok := o[key]
+	if !ok {
 		return nil, nil
 	}
-	return nil, fmt.Errorf("decode %s: not a JSON array", key)
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	var a []any
+	if err := dec.Decode(&a); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", key, err)
+	}
+	return a, nil
 }
 
-func patchDevices(top map[string]any, devs []Device) error {
-	linux, err := object(top, "linux")
+// set encodes v as o's member key.
+func (o raw) set(key string, v any) error {
+	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	devices, err := array(linux, "devices")
+	o[key] = data
+	return nil
+}
+
+func patchDevices(top raw, devs []Device) error {
+	linux, err := top.object("linux")
 	if err != nil {
 		return err
 	}
-	resources, err := object(linux, "resources")
+	devices, err := linux.array("devices")
 	if err != nil {
 		return err
 	}
-	rules, err := array(resources, "devices")
+	resources, err := linux.object("resources")
+	if err != nil {
+		return err
+	}
+	rules, err := resources.array("devices")
 	if err != nil {
 		return err
 	}
@@ -120,9 +137,16 @@ func patchDevices(top map[string]any, devs []Device) error {
 			rules = append(rules, map[string]any{"allow": true, "type": "c", "major": major, "minor": minor, "access": d.Access})
 		}
 	}
-	linux["devices"] = devices
-	resources["devices"] = rules
-	return nil
+	if err := linux.set("devices", devices); err != nil {
+		return err
+	}
+	if err := resources.set("devices", rules); err != nil {
+		return err
+	}
+	if err := linux.set("resources", resources); err != nil {
+		return err
+	}
+	return top.set("linux", linux)
 }
 
 // allows reports whether rule v (decoded) allows character device
@@ -146,8 +170,8 @@ func number(v any, want int64) bool {
 	return ok && n.String() == strconv.FormatInt(want, 10)
 }
 
-func patchMounts(top map[string]any, add []Mount) error {
-	mounts, err := array(top, "mounts")
+func patchMounts(top raw, add []Mount) error {
+	mounts, err := top.array("mounts")
 	if err != nil {
 		return err
 	}
@@ -160,26 +184,23 @@ func patchMounts(top map[string]any, add []Mount) error {
 			"options": append([]string{}, cdiMountOptions...),
 		})
 	}
-	top["mounts"] = mounts
-	return nil
+	return top.set("mounts", mounts)
 }
 
-func patchEnv(top map[string]any, add []string) ([]string, error) {
-	process, err := object(top, "process")
+func patchEnv(top raw, add []string) ([]string, error) {
+	process, err := top.object("process")
 	if err != nil {
 		return nil, err
 	}
-	env, err := array(process, "env")
-	if err != nil {
-		return nil, err
+	var env []string
+	if v, ok := process["env"]; ok {
+		if err := json.Unmarshal(v, &env); err != nil {
+			return nil, fmt.Errorf("decode env: %w", err)
+		}
 	}
 	set := map[string]bool{}
 	have := map[string]bool{}
-	for _, v := range env {
-		kv, ok := v.(string)
-		if !ok {
-			return nil, errors.New("decode env: not a list of strings")
-		}
+	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
 		set[k], have[kv] = true, true
 	}
@@ -195,26 +216,37 @@ func patchEnv(top map[string]any, add []string) ([]string, error) {
 		set[k] = true
 		env = append(env, kv)
 	}
-	process["env"] = env
-	return kept, nil
+	if err := process.set("env", env); err != nil {
+		return nil, err
+	}
+	return kept, top.set("process", process)
 }
 
-func patchHook(top map[string]any, h Hook) error {
-	hooks, err := object(top, "hooks")
+func patchHooks(top raw, add []Hook) error {
+	hooks, err := top.object("hooks")
 	if err != nil {
 		return err
 	}
-	list, err := array(hooks, h.Stage)
-	if err != nil {
-		return err
+	changed := false
+	for _, h := range add {
+		list, err := hooks.array(h.Stage)
+		if err != nil {
+			return err
+		}
+		if slices.ContainsFunc(list, func(v any) bool { o, _ := v.(map[string]any); return o != nil && o["path"] == h.Path }) {
+			continue
+		}
+		hook := map[string]any{"path": h.Path}
+		if len(h.Args) > 0 {
+			hook["args"] = h.Args
+		}
+		if err := hooks.set(h.Stage, append(list, hook)); err != nil {
+			return err
+		}
+		changed = true
 	}
-	if slices.ContainsFunc(list, func(v any) bool { o, _ := v.(map[string]any); return o != nil && o["path"] == h.Path }) {
+	if !changed {
 		return nil
 	}
-	hook := map[string]any{"path": h.Path}
-	if len(h.Args) > 0 {
-		hook["args"] = h.Args
-	}
-	hooks[h.Stage] = append(list, hook)
-	return nil
+	return top.set("hooks", hooks)
 }
