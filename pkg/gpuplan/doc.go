@@ -7,8 +7,10 @@
 // plan: the device-cgroup step ([Plan.Cgroup]), the mount-namespace entry
 // ([Plan.EnterMountNS]) and the steps for mounts.Apply. The plan that is
 // logged is the plan that is applied. What the container gets is also one
-// value, [Plan.Edits] (package edits), which the wrapper, the CDI specs and
-// the device plugin render in their own forms.
+// value, [Plan.Edits] (package edits); the wrapper, the CDI specs and the
+// device plugin build theirs with the same package and render them in
+// their own forms, and edits' TestOneView shows the container sees the
+// same on every path.
 //
 // The rules, each tested in decide_test.go:
 //
