@@ -26,8 +26,10 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/edits"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hookrun"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
@@ -177,7 +179,7 @@ func BenchmarkReadInput(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := readInput(cfg, strings.NewReader(st), nil, false); err != nil {
+		if _, err := hookrun.OCI(gpuplan.Prestart, cfg, strings.NewReader(st)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -211,9 +213,9 @@ func BenchmarkReadInputCDI(b *testing.B) {
 	}{{"config.json", nil}, {"args", []string{"vendor:nvidia"}}} {
 		b.Run(tt.name, func(b *testing.B) {
 			for b.Loop() {
-				in, err := readInput(h.cfg, strings.NewReader(st), tt.args, true)
-				if err != nil || len(in.cdi.Selections) != 1 || in.rootfs != filepath.Join(bundle, "rootfs") {
-					b.Fatalf("%+v, %v", in, err)
+				j, err := hookrun.CDI(strings.NewReader(st), tt.args)
+				if err != nil || j.Done != "" || j.Resolve == nil || j.Rootfs != filepath.Join(bundle, "rootfs") {
+					b.Fatalf("%+v, %v", j, err)
 				}
 			}
 		})
@@ -232,7 +234,7 @@ func BenchmarkEnumerate(b *testing.B) {
 func BenchmarkPlan(b *testing.B) {
 	h := newBenchHost(b)
 	bundle := h.bundle(b)
-	in, err := readInput(h.cfg, strings.NewReader(state(bundle, 1)), nil, false)
+	in, err := hookrun.OCI(gpuplan.Prestart, h.cfg, strings.NewReader(state(bundle, 1)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -259,7 +261,7 @@ func BenchmarkInventory(b *testing.B) {
 func BenchmarkLdcacheScan(b *testing.B) {
 	h := newBenchHost(b)
 	for b.Loop() {
-		if _, err := ldcache.ScanDir(h.cfg.LibDir, mounts.ContainerLibDir); err != nil {
+		if _, err := ldcache.ScanDir(h.cfg.LibDir, edits.ContainerLibDir); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -270,7 +272,7 @@ func BenchmarkLdcacheScan(b *testing.B) {
 func BenchmarkApply(b *testing.B) {
 	h := newBenchHost(b)
 	bundle := h.bundle(b)
-	in, err := readInput(h.cfg, strings.NewReader(state(bundle, 1)), nil, false)
+	in, err := hookrun.OCI(gpuplan.Prestart, h.cfg, strings.NewReader(state(bundle, 1)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -294,9 +296,9 @@ func BenchmarkApply(b *testing.B) {
 				errc <- err
 				return
 			}
-			os.Remove(filepath.Join(in.rootfs, "dev/dxg"))
+			os.Remove(filepath.Join(in.Rootfs, "dev/dxg"))
 			b.StartTimer()
-			errc <- mounts.Apply(in.rootfs, plan, log)
+			errc <- mounts.Apply(in.Rootfs, plan, log)
 			b.StopTimer()
 		}()
 		if err := <-errc; err != nil {
@@ -339,16 +341,16 @@ func BenchmarkHookRun(b *testing.B) {
 
 // waitMountNS waits until pid has left our mount namespace (unshare has run).
 // planFor is the hook's way from input to plan: stat, probe, decide.
-func planFor(cfg config.Config, in *input) (gpuplan.Plan, error) {
+func planFor(cfg config.Config, in *hookrun.Job) (gpuplan.Plan, error) {
 	node, err := devnode.Stat(cfg.DxgDevice)
 	if err != nil {
 		return gpuplan.Plan{}, err
 	}
-	host, _, err := gpuhost.Probe(node, hostOptions(cfg))
+	host, _, err := gpuhost.Probe(node, hookrun.HostOptions(cfg))
 	if err != nil {
 		return gpuplan.Plan{}, err
 	}
-	return gpuplan.Decide(gpuplan.FromSpec(in.spec, gpuplan.Prestart, in.pid, in.req), host)
+	return gpuplan.Decide(in.Container, host)
 }
 
 func waitMountNS(b *testing.B, pid int) {

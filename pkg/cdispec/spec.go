@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 
@@ -15,7 +14,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiselect"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/edits"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
 
@@ -40,9 +39,6 @@ var VendorKinds = []struct {
 	{NVIDIAKind, driverstore.NVIDIA},
 	{AMDKind, driverstore.AMD},
 }
-
-// mountOptions match what runtimes do for host library folders.
-var mountOptions = []string{"ro", "nosuid", "nodev", "rbind", "rprivate"}
 
 // Options is what the specs point at: nothing in it changes when Windows
 // updates a driver.
@@ -139,40 +135,29 @@ func finish(s *cdi.Spec) error {
 // lib dir. Engines apply a spec's top-level edits once per container
 // however many of its devices it gets.
 func newSpec(kind string, opt Options) *cdi.Spec {
-	perm := os.FileMode(0o666)
-	return &cdi.Spec{
-		Kind: kind,
-		ContainerEdits: cdi.ContainerEdits{
-			// No major:minor: dxg is a misc device with a dynamic minor,
-			// so the engine stats the host path at every start instead.
-			DeviceNodes: []*cdi.DeviceNode{{
-				Path: mounts.ContainerDevice, HostPath: opt.Device.Path, Type: "c",
-				FileMode: &perm, Permissions: "rwm",
-			}},
-			Mounts: []*cdi.Mount{{HostPath: opt.LibDir, ContainerPath: mounts.ContainerLibDir, Options: mountOptions}},
-			// Keeps the wsl-gpu-runtime wrapper, which reads the request
-			// env before the container exists, from adding the GPU a
-			// second time. The OCI hooks leave a container whose spec has
-			// the node and the lib dir alone whatever the env says
-			// (gpuplan.Skip), and the CDI hook skips folders already there.
-			Env: []string{"WSL_GPU_DEVICES=void"},
-		},
+	shared := edits.Edits{
+		Node:   edits.Device{Path: edits.ContainerDevice, Node: opt.Device, Access: edits.AccessDxg},
+		Mounts: []edits.Mount{{Source: opt.LibDir, Target: edits.ContainerLibDir}},
+		// Keeps the wsl-gpu-runtime wrapper, which reads the request
+		// env before the container exists, from adding the GPU a
+		// second time. The OCI hooks leave a container whose spec has
+		// the node and the lib dir alone whatever the env says
+		// (gpuplan.Skip), and the CDI hook skips folders already there.
+		Env: []string{"WSL_GPU_DEVICES=void"},
 	}
+	return &cdi.Spec{Kind: kind, ContainerEdits: shared.CDI()}
 }
 
 // device is one device of kind: the variable that tells the container what
 // it got, the hook that mounts it (which reads its argument, never the
 // container's config) and its vendor stack's edits.
 func device(kind, name string, sel cdiselect.Selection, inv *driverstore.Inventory, opt Options) cdi.Device {
-	d := cdi.Device{
-		Name: name,
-		ContainerEdits: cdi.ContainerEdits{
-			Env:   []string{cdiselect.EnvName(kind, name) + "=" + sel.String()},
-			Hooks: []*cdi.Hook{hook(opt, sel)},
-		},
+	e := edits.Edits{
+		Env:   []string{cdiselect.EnvName(kind, name) + "=" + sel.String()},
+		Hooks: []edits.Hook{hook(opt, sel)},
 	}
-	withStack(&d.ContainerEdits, inv, sel, opt.Stack)
-	return d
+	e.AddStack(stackFor(inv, sel, opt.Stack), false)
+	return cdi.Device{Name: name, ContainerEdits: e.CDI()}
 }
 
 // hook is a device's createContainer hook: `wsl-gpu-hook [--config FILE]
@@ -182,9 +167,9 @@ func device(kind, name string, sel cdiselect.Selection, inv *driverstore.Invento
 // with hostUsers: false) it runs as the container's root, which the
 // runtime's bundle does not admit. Each device the container gets runs its
 // own hook; the second finds what the first mounted and adds only its own.
-func hook(opt Options, sel cdiselect.Selection) *cdi.Hook {
-	return &cdi.Hook{
-		HookName: "createContainer", Path: opt.HookPath,
+func hook(opt Options, sel cdiselect.Selection) edits.Hook {
+	return edits.Hook{
+		Stage: "createContainer", Path: opt.HookPath,
 		Args: append(append([]string{}, opt.HookArgs...), HookCommand, sel.String()),
 	}
 }

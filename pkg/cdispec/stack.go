@@ -5,6 +5,7 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiselect"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/edits"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
 
@@ -17,17 +18,17 @@ const (
 	DisplayDevice = "display"
 )
 
-// withStack adds to a device's edits what the stacks of the adapters it
+// stackFor is what the stacks of the adapters a device
 // selects need (package vendorstack): librocdxg and HSA_ENABLE_DXG_DETECTION
 // when it selects an AMD GPU and the host has librocdxg; the selection
 // variables (ZE_AFFINITY_MASK, MESA_D3D12_DEFAULT_ADAPTER_NAME) when it
 // stands for exactly one adapter. A device cannot see the other devices a
 // container asks for, so those variables come whatever the capabilities:
 // they only steer a choice, never grant one.
-func withStack(e *cdi.ContainerEdits, inv *driverstore.Inventory, sel cdiselect.Selection, stack vendorstack.Host) {
+func stackFor(inv *driverstore.Inventory, sel cdiselect.Selection, stack vendorstack.Host) vendorstack.Edits {
 	picked, err := cdiselect.Union{Selections: []cdiselect.Selection{sel}}.Select(inv.Adapters)
 	if err != nil {
-		return
+		return vendorstack.Edits{}
 	}
 	host := vendorstack.FromInventory(inv.Adapters)
 	mine := vendorstack.FromInventory(picked)
@@ -38,7 +39,7 @@ func withStack(e *cdi.ContainerEdits, inv *driverstore.Inventory, sel cdiselect.
 	if len(mine) == 1 && !sel.All {
 		add.Env = append(add.Env, vendorstack.AdapterEnv(host, mine[0])...)
 	}
-	merge(e, add.CDIEdits())
+	return add
 }
 
 // capabilityDevices are the video and display devices, when the host has
@@ -48,16 +49,16 @@ func withStack(e *cdi.ContainerEdits, inv *driverstore.Inventory, sel cdiselect.
 func capabilityDevices(stack vendorstack.Host) []cdi.Device {
 	var out []cdi.Device
 	if video := vendorstack.VideoEdits(stack.DRI); len(video.Devices) > 0 {
-		out = append(out, cdi.Device{Name: VideoDevice, ContainerEdits: video.CDIEdits()})
+		out = append(out, cdi.Device{Name: VideoDevice, ContainerEdits: cdiEdits(video)})
 	}
 	if display := vendorstack.DisplayEdits(stack.WSLg); !display.Empty() {
-		out = append(out, cdi.Device{Name: DisplayDevice, ContainerEdits: display.CDIEdits()})
+		out = append(out, cdi.Device{Name: DisplayDevice, ContainerEdits: cdiEdits(display)})
 	}
 	return out
 }
 
-func merge(e *cdi.ContainerEdits, add cdi.ContainerEdits) {
-	e.Env = append(e.Env, add.Env...)
-	e.DeviceNodes = append(e.DeviceNodes, add.DeviceNodes...)
-	e.Mounts = append(e.Mounts, add.Mounts...)
+func cdiEdits(s vendorstack.Edits) cdi.ContainerEdits {
+	var e edits.Edits
+	e.AddStack(s, false)
+	return e.CDI()
 }

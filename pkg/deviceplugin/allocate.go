@@ -3,11 +3,12 @@ package deviceplugin
 import (
 	"errors"
 	"fmt"
-	"path"
 	"sort"
 	"strings"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/edits"
 )
 
 // Where the GPU appears inside every container, whatever the host paths.
@@ -18,10 +19,10 @@ const (
 )
 
 // DeviceSpec is a device node for the container.
-type DeviceSpec struct{ HostPath, ContainerPath, Permissions string }
+type DeviceSpec edits.KubeletDevice
 
 // Mount is a read-only bind mount for the container.
-type Mount struct{ HostPath, ContainerPath string }
+type Mount edits.KubeletMount
 
 // Response is the answer for one container: v1beta1's
 // ContainerAllocateResponse without its types.
@@ -70,12 +71,13 @@ func (p *Plan) Allocate(resource string, ids []string, opt Options) (*Response, 
 	}
 	sort.Slice(devs, func(i, j int) bool { return devs[i].Adapter.Index < devs[j].Adapter.Index })
 
-	r := &Response{
-		Devices: []DeviceSpec{{HostPath: orDefault(opt.DxgDevice, ContainerDevice), ContainerPath: ContainerDevice, Permissions: "rw"}},
-		Mounts:  []Mount{{HostPath: orDefault(opt.LibDir, driverstore.DefaultLibDir), ContainerPath: ContainerLibDir}},
-		Env:     map[string]string{},
+	in := edits.Inputs{
+		Device:     devnode.Node{Path: orDefault(opt.DxgDevice, ContainerDevice)},
+		LibDir:     orDefault(opt.LibDir, driverstore.DefaultLibDir),
+		DriversDir: orDefault(opt.DriversDir, driverstore.DefaultDriversDir),
+		Spellings:  map[string]string{},
 	}
-	drivers := orDefault(opt.DriversDir, driverstore.DefaultDriversDir)
+	r := &Response{}
 	folders := map[string]bool{}
 	var luids []string
 	for _, d := range devs {
@@ -85,14 +87,26 @@ func (p *Plan) Allocate(resource string, ids []string, opt Options) (*Response, 
 		luids = append(luids, d.Adapter.LUID.String())
 		if f := d.Adapter.Folder; !folders[f] {
 			folders[f] = true
-			r.Mounts = append(r.Mounts, Mount{HostPath: path.Join(drivers, f), ContainerPath: path.Join(ContainerDriversDir, f)})
+			in.Folders = append(in.Folders, f)
+			if reg := d.Adapter.Registry; reg != "" && reg != f {
+				in.Spellings[f] = reg
+			}
 		}
 	}
+	e := edits.For(in)
 	if opt.RequestEnv != "" {
-		// LUIDs name the adapters exactly for this boot; the hook, when the
-		// runtime has it, then also registers the libraries with the loader.
-		r.Env[opt.RequestEnv] = strings.Join(luids, ",")
+		// LUIDs name the adapters exactly for this boot; the CDI devices'
+		// hook, when the runtime has CDI, writes the loader files.
+		e.Env = append(e.Env, opt.RequestEnv+"="+strings.Join(luids, ","))
 	}
+	a := e.Allocation()
+	for _, d := range a.Devices {
+		r.Devices = append(r.Devices, DeviceSpec(d))
+	}
+	for _, m := range a.Mounts {
+		r.Mounts = append(r.Mounts, Mount(m))
+	}
+	r.Env = a.Env
 	return r, nil
 }
 

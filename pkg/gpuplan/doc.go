@@ -6,7 +6,11 @@
 // (package gpuhost), asks [Decide], logs [Plan.String] and carries out the
 // plan: the device-cgroup step ([Plan.Cgroup]), the mount-namespace entry
 // ([Plan.EnterMountNS]) and the steps for mounts.Apply. The plan that is
-// logged is the plan that is applied.
+// logged is the plan that is applied. What the container gets is also one
+// value, [Plan.Edits] (package edits); the wrapper, the CDI specs and the
+// device plugin build theirs with the same package and render them in
+// their own forms, and edits' TestOneView shows the container sees the
+// same on every path.
 //
 // The rules, each tested in decide_test.go:
 //
@@ -50,7 +54,8 @@
 //
 // # Calling it from a CDI hook
 //
-// A createContainer hook that a CDI spec runs, after the engine made the
+// Package hookrun's CDI entry does this. A createContainer hook that a CDI
+// spec runs, after the engine made the
 // node and the lib dir mount, builds a [request.Selection] from the CDI
 // device's selection (its argument, pkg/cdiselect) and sets
 // [Container.Injected]. It has no config.json to read (inside the

@@ -8,6 +8,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/edits"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
@@ -175,6 +176,9 @@ type Plan struct {
 	// stack.go): its mounts and devices are among Steps; its variables a
 	// hook cannot set, so the caller logs them for the user.
 	Stack vendorstack.Edits
+	// Edits is the whole of what the container gets, whatever carries it
+	// in; Steps is its form for this hook, less what the engine did.
+	Edits edits.Edits
 }
 
 // String is the plan as the hook logs it.
@@ -259,7 +263,7 @@ func Decide(c Container, h Host) (Plan, error) {
 	}
 
 	stack := stackEdits(c, inv, selected, h.Stack)
-	in := mounts.Inputs{
+	in := edits.Inputs{
 		Device: h.Node,
 		// A node made on a /dev the container's user namespace mounted
 		// could not be opened there, and a rootless hook may not make one:
@@ -270,26 +274,25 @@ func Decide(c Container, h Host) (Plan, error) {
 		Folders:    folders,
 		Spellings:  spellings,
 		Ldcache:    h.Ldcache,
-	}
-	if h.Ldcache != nil && len(stack.Ldcache) > 0 {
-		in.Ldcache = append(append([]ldcache.Entry{}, h.Ldcache...), stack.Ldcache...)
+		Stack:      stack,
 	}
 	if nvidia {
 		in.NvidiaSmi = NvidiaSmiLink(h.NvidiaSmi, folders)
 	}
-	for _, s := range mounts.Plan(in) {
-		switch {
-		case c.Injected && (s.Kind == mounts.Device || (s.Kind == mounts.Bind && s.Target == wsl.LibDir)):
-			// The engine made the node and the lib dir mount from the CDI
-			// spec; the folders are the hook's (see pkg/cdispec).
-		case s.Kind == mounts.Device && c.UserNamespace && c.RuntimeNode:
-			// The runtime made the node, usable in any user namespace;
-			// a bind over it would gain nothing.
-		default:
-			p.Steps = append(p.Steps, s)
-		}
+	p.Edits = edits.For(in)
+	p.Stack = stack
+	for _, d := range p.Edits.Devices {
+		p.Nodes = append(p.Nodes, d.Node)
 	}
-	p.addStack(c, stack)
+	p.Steps = p.Edits.Steps(edits.Done{
+		// The engine made the node and the lib dir mount from the CDI
+		// spec; the folders are the hook's (see pkg/cdispec).
+		Node: c.Injected, LibDir: c.Injected,
+		// The runtime made the nodes, usable in any user namespace (the
+		// wrapper put them in the spec); a bind over them would gain
+		// nothing.
+		Nodes: c.UserNamespace && c.RuntimeNode,
+	})
 	return p, nil
 }
 

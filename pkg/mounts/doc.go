@@ -1,11 +1,10 @@
-// Package mounts turns a GPU selection into the changes a container needs and
-// carries them out inside the container's root filesystem.
+// Package mounts carries out the changes a GPU container needs inside its
+// root filesystem.
 //
-// Plan is pure data: from the host device, the lib dir, the selected driver
-// store folders and the loader-cache entries it computes a list of Steps
-// (one device node, read-only bind mounts, files, a symlink) that can be
-// printed, diffed and golden-tested. Apply performs a plan, and is the only
-// part that touches the system.
+// A Step is pure data (a device node, a read-only bind mount, a file, the
+// loader cache, a symlink) that can be printed, diffed and golden-tested;
+// package edits renders a container's steps from what it gets. Apply
+// performs them, and is the only part that touches the system.
 //
 // Every path inside the rootfs is hostile: the image may hold symlinks
 // anywhere, and may swap them while the hook runs. Apply therefore resolves

@@ -270,26 +270,6 @@ func TestAdapterEnv(t *testing.T) {
 	}
 }
 
-func TestCDIEdits(t *testing.T) {
-	e := Plan(Input{Host: []Adapter{radeon}, Selected: []Adapter{radeon}, All: true, Caps: capability.Compute | capability.Video | capability.Display,
-		Probe: Host{ROCm: rocm, DRI: dri, WSLg: WSLg{Dir: "/mnt/wslg", X11: "/mnt/wslg/.X11-unix", Display: 0}}})
-	c := e.CDIEdits()
-	if len(c.Mounts) != 4 || c.Mounts[0].HostPath != rocm.Lib || c.Mounts[0].ContainerPath != ContainerRocdxg ||
-		!reflect.DeepEqual(c.Mounts[3].Options, []string{"ro", "nosuid", "nodev", "rbind", "rprivate"}) {
-		t.Errorf("mounts: %+v", c.Mounts)
-	}
-	if len(c.DeviceNodes) != 2 || c.DeviceNodes[1].Path != "/dev/dri/renderD128" || c.DeviceNodes[1].Major != 226 || c.DeviceNodes[1].Minor != 128 ||
-		c.DeviceNodes[1].Type != "c" || c.DeviceNodes[1].Permissions != "rw" || *c.DeviceNodes[1].FileMode != 0o666 {
-		t.Errorf("device nodes: %+v", c.DeviceNodes[1])
-	}
-	if want := []string{"HSA_ENABLE_DXG_DETECTION=1", "LIBVA_DRIVER_NAME=d3d12", "DISPLAY=:0"}; !reflect.DeepEqual(c.Env, want) {
-		t.Errorf("env = %q, want %q", c.Env, want)
-	}
-	if c := (Edits{}).CDIEdits(); c.Env != nil || c.Mounts != nil || c.DeviceNodes != nil {
-		t.Errorf("empty edits gave %+v", c)
-	}
-}
-
 // An AMD NPU (PCI vendor 0x1022) is no ROCm device, even enumerated
 // without details, when its compute-only type is unknown.
 func TestAMDNPUWithoutDetails(t *testing.T) {

@@ -1,7 +1,7 @@
 // Package wrapper is wsl-gpu-runtime: an OCI runtime that, on create or
 // run of a container asking for the GPU, adds /dev/dxg and the hook to the
-// bundle's config.json (package specpatch) and then execs the real runtime
-// with its arguments untouched.
+// bundle's config.json (edits.Edits.Patch, one decode and one encode) and
+// then execs the real runtime with its arguments untouched.
 //
 // It is also, with CDI, the one path that can set the container's
 // environment: the variables the selected vendor stacks and capabilities

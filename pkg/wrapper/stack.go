@@ -6,52 +6,64 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/edits"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/specpatch"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
-// stackExtras is what the wrapper adds for the vendor stacks and the
-// capabilities (package vendorstack): the variables, which only it can set
-// on this path (its prestart hook cannot), and the device nodes, whose
-// rules the runtime then owns. The binds are left to the hook it adds,
-// which makes them as it makes the driver folders'.
-func stackExtras(spec *oci.Spec, req request.Selection, node devnode.Node, o Options) (specpatch.Extras, error) {
+// Edits is what the wrapper puts into config.json for a container asking
+// req with caps: /dev/dxg, which the runtime then makes and whose rule it
+// owns; the vendor stacks' and capabilities' nodes and variables (package
+// vendorstack), which only the wrapper can set on this path; and hook, the
+// prestart hook that makes the rest as for any container (config.json
+// carries no files or links, and the hook binds the stacks' files as it
+// binds the driver folders). adapters is the host's enumeration, nil when
+// the wrapper did not enumerate. It does no I/O.
+func Edits(req request.Selection, caps capability.Set, node devnode.Node, probe vendorstack.Host, adapters []driverstore.Adapter, hook edits.Hook) edits.Edits {
+	in := vendorstack.Input{All: req.All, Caps: caps, Probe: probe}
+	if adapters != nil {
+		if selected, err := request.Adapters(req, adapters); err == nil {
+			var usable []driverstore.Adapter
+			for _, a := range selected {
+				if a.Err == nil {
+					usable = append(usable, a)
+				}
+			}
+			in.Host, in.Selected = vendorstack.FromInventory(adapters), vendorstack.FromInventory(usable)
+		}
+	}
+	s := vendorstack.Plan(in)
+	s.Mounts = nil
+	e := edits.Edits{Node: edits.Device{Path: wsl.Device, Node: node, Access: edits.AccessDxg}, Hooks: []edits.Hook{hook}}
+	e.AddStack(s, false)
+	return e
+}
+
+// containerEdits probes what Edits needs and builds them.
+func containerEdits(spec *oci.Spec, req request.Selection, node devnode.Node, o Options, hook edits.Hook) (edits.Edits, error) {
 	caps, err := capability.FromSpec(spec)
 	if err != nil {
-		return specpatch.Extras{}, fmt.Errorf("%w: fix the container's GPU request", err)
+		return edits.Edits{}, fmt.Errorf("%w: fix the container's GPU request", err)
 	}
 	opts := vendorstack.ProbeOptions{ROCmDir: o.Config.ROCmDir, DRIDir: o.Config.DRIDir, WSLgDir: o.Config.WSLgDir}
 	probe, err := vendorstack.ProbeFor(opts, nil, caps.Set)
 	if err != nil {
-		return specpatch.Extras{}, err
+		return edits.Edits{}, err
 	}
 	probe.ROCm = vendorstack.ProbeROCm(o.Config.ROCmDir)
-	in := vendorstack.Input{All: req.All, Caps: caps.Set, Probe: probe}
 	// Only librocdxg (for an AMD GPU) and the selection variables (for a
 	// request narrower than all) depend on the adapters: enumerate only
 	// then. An enumeration or selection that fails here fails again in
 	// the hook this wrapper adds, which says why in its one line and its
 	// log: the wrapper then adds what needs no adapter and lets it.
+	var adapters []driverstore.Adapter
 	if probe.ROCm.Lib != "" || !req.All {
 		if host, _, err := gpuhost.Probe(node, gpuhost.Options{LibDir: o.Config.LibDir, DriversDir: o.Config.DriversDir, Details: !req.All, ShortLived: true, CacheDir: o.Config.ProbeCache}); err == nil {
-			if selected, err := request.Adapters(req, host.Inventory.Adapters); err == nil {
-				var usable []driverstore.Adapter
-				for _, a := range selected {
-					if a.Err == nil {
-						usable = append(usable, a)
-					}
-				}
-				in.Host, in.Selected = vendorstack.FromInventory(host.Inventory.Adapters), vendorstack.FromInventory(usable)
-			}
+			adapters = host.Inventory.Adapters
 		}
 	}
-	e := vendorstack.Plan(in)
-	x := specpatch.Extras{Env: e.EnvList()}
-	for _, d := range e.Devices {
-		x.Devices = append(x.Devices, specpatch.Device{Path: d.Path, Node: devnode.Node{Path: d.HostPath, Major: d.Major, Minor: d.Minor}})
-	}
-	return x, nil
+	return Edits(req, caps.Set, node, probe, adapters, hook), nil
 }

@@ -10,15 +10,14 @@ import (
 	"syscall"
 	"time"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/edits"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/specpatch"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
@@ -164,23 +163,19 @@ func PatchBundle(bundle string, o Options) error {
 	if o.ExplicitConfig {
 		hookArgs = append(hookArgs, "--config", o.ConfigPath)
 	}
-	hook := specs.Hook{Path: o.Self, Args: append(hookArgs, "prestart")}
+	e, err := containerEdits(spec, req, node, o, edits.Hook{Stage: "prestart", Path: o.Self, Args: append(hookArgs, "prestart")})
+	if err != nil {
+		return err
+	}
 
 	path := filepath.Join(bundle, "config.json")
 	old, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("read bundle config: %w", err)
 	}
-	patched, err := specpatch.AddGPU(old, wsl.Device, node, hook)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	extras, err := stackExtras(spec, req, node, o)
-	if err != nil {
-		return err
-	}
 	// What the container sets itself wins: its hook logs nothing for it.
-	if patched, _, err = specpatch.AddExtras(patched, extras); err != nil {
+	patched, _, err := e.Patch(old)
+	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if err := atomicfile.Replace(path, patched); err != nil {

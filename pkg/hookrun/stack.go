@@ -1,6 +1,7 @@
-package main
+package hookrun
 
 import (
+	"fmt"
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -64,4 +65,19 @@ func allowSelfNodes(spec *oci.Spec, dxg devnode.Node, nodes []devnode.Node) erro
 	major, minor := int64(dxg.Major), int64(dxg.Minor)
 	rules := append(spec.DeviceRules(), specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: &major, Minor: &minor, Access: "rwm"})
 	return devcgroup.Allow(pid, rules, nodes...)
+}
+
+// allowSelf grants the device to the cgroup this hook runs in: a
+// createContainer hook runs inside the container's cgroup (runc starts it
+// from the container's init), so it cannot even open /dev/dxg to enumerate
+// until the container's device rules allow it.
+func allowSelf(spec *oci.Spec, node devnode.Node) error {
+	pid, err := hostPid()
+	if err != nil {
+		return err
+	}
+	if err := devcgroup.Allow(pid, spec.DeviceRules(), node); err != nil {
+		return fmt.Errorf("%w: a createContainer hook runs in the container's device cgroup: put /dev/dxg in the container (wsl-gpu-runtime or CDI) or use the prestart stage", err)
+	}
+	return nil
 }
