@@ -195,64 +195,11 @@ func (n *Node) writeConfigs() error {
 		return err
 	}
 	data, _ := os.ReadFile(kc)
-	files := map[string]string{
-		"kubelet.kubeconfig": string(data),
-		"containerd.toml": fmt.Sprintf(`version = 3
-root = "/var/lib/containerd"
-state = "/run/containerd"
-disabled_plugins = ["io.containerd.nri.v1.nri"]
-[grpc]
-  address = %[1]q
-[ttrpc]
-  address = %[2]q
-[plugins.'io.containerd.cri.v1.images']
-  snapshotter = "overlayfs"
-  [plugins.'io.containerd.cri.v1.images'.pinned_images]
-    sandbox = %[3]q
-[plugins.'io.containerd.cri.v1.runtime']
-  enable_cdi = true
-  # The pause container asks for oom_score_adj -998, which needs
-  # CAP_SYS_RESOURCE; root here may lack it.
-  restrict_oom_score_adj = true
-  [plugins.'io.containerd.cri.v1.runtime'.cni]
-    bin_dirs = [%[4]q]
-    conf_dir = "/etc/cni/net.d"
-%[5]s`, n.sock, n.sock+".ttrpc", PauseImage, c.Bins.CNI, c.opt.ContainerdConfig),
-		"cni.conflist": fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "wgk", "plugins": [
-  {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true,
-   "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.%d.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]}}]}
-`, n.index),
-		"kubelet.yaml": fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-cgroupDriver: cgroupfs
-cgroupRoot: %q
-failSwapOn: false
-failCgroupV1: false
-containerRuntimeEndpoint: unix://%s
-address: %s
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: false}
-  x509: {clientCAFile: %q}
-authorization:
-  mode: AlwaysAllow
-syncFrequency: 10s
-nodeStatusUpdateFrequency: 5s
-evictionHard:
-  memory.available: "1Mi"
-  nodefs.available: "1%%"
-  imagefs.available: "1%%"
-  nodefs.inodesFree: "1%%"
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-localStorageCapacityIsolation: false
-protectKernelDefaults: false
-makeIPTablesUtilChains: false
-resolvConf: ""
-%s`, n.cgroupRoot, n.sock, n.IP, c.pki.path("ca.crt"), c.opt.KubeletConfig),
-	}
+	files := nodeConfig{
+		sock: n.sock, cniBin: c.Bins.CNI, subnet: n.index, cgroupRoot: n.cgroupRoot, ip: n.IP, ca: c.pki.path("ca.crt"),
+		containerdExtra: c.opt.ContainerdConfig, kubeletExtra: c.opt.KubeletConfig,
+	}.files()
+	files["kubelet.kubeconfig"] = string(data)
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(n.Dir, name), []byte(content), 0o600); err != nil {
 			return err
@@ -467,4 +414,78 @@ func cacheDir() string {
 		return d
 	}
 	return "/var/cache/wsl-gpu-hook-e2e"
+}
+
+// nodeConfig is what a node's containerd, CNI and kubelet configurations
+// depend on, for a node on the host and a node in a container alike.
+type nodeConfig struct {
+	sock       string // containerd's socket
+	cniBin     string // the CNI plugins' dir
+	subnet     int    // the pod subnet is 10.244.<subnet>.0/24
+	cgroupRoot string
+	ip         string // the kubelet's address
+	ca         string // the cluster CA's path as the kubelet sees it
+
+	containerdExtra, kubeletExtra string // appended to each configuration
+}
+
+// files returns containerd.toml, cni.conflist and kubelet.yaml.
+func (nc nodeConfig) files() map[string]string {
+	return map[string]string{
+		"containerd.toml": fmt.Sprintf(`version = 3
+root = "/var/lib/containerd"
+state = "/run/containerd"
+disabled_plugins = ["io.containerd.nri.v1.nri"]
+[grpc]
+  address = %[1]q
+[ttrpc]
+  address = %[2]q
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = %[3]q
+[plugins.'io.containerd.cri.v1.runtime']
+  enable_cdi = true
+  # The pause container asks for oom_score_adj -998, which needs
+  # CAP_SYS_RESOURCE; root here may lack it.
+  restrict_oom_score_adj = true
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = [%[4]q]
+    conf_dir = "/etc/cni/net.d"
+%[5]s`, nc.sock, nc.sock+".ttrpc", PauseImage, nc.cniBin, nc.containerdExtra),
+		"cni.conflist": fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "wgk", "plugins": [
+  {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.%d.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]}}]}
+`, nc.subnet),
+		"kubelet.yaml": fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+cgroupRoot: %q
+failSwapOn: false
+failCgroupV1: false
+containerRuntimeEndpoint: unix://%s
+address: %s
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+  x509: {clientCAFile: %q}
+authorization:
+  mode: AlwaysAllow
+syncFrequency: 10s
+nodeStatusUpdateFrequency: 5s
+evictionHard:
+  memory.available: "1Mi"
+  nodefs.available: "1%%"
+  imagefs.available: "1%%"
+  nodefs.inodesFree: "1%%"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+localStorageCapacityIsolation: false
+protectKernelDefaults: false
+makeIPTablesUtilChains: false
+resolvConf: ""
+%s`, nc.cgroupRoot, nc.sock, nc.ip, nc.ca, nc.kubeletExtra),
+	}
 }

@@ -298,60 +298,15 @@ func (cn *ContainerNode) run(k int) error {
 	kubeconfig, _ := os.ReadFile(kc)
 	ca, _ := os.ReadFile(c.pki.path("ca.crt"))
 	cfg := filepath.Join(cn.Dir, "node")
-	files := map[string]string{
-		"kubelet.kubeconfig": string(kubeconfig),
-		"ca.crt":             string(ca),
-		"start.sh":           cn.startScript(),
-		"containerd.toml": fmt.Sprintf(`version = 3
-root = "/var/lib/containerd"
-state = "/run/containerd"
-disabled_plugins = ["io.containerd.nri.v1.nri"]
-[plugins.'io.containerd.cri.v1.images']
-  snapshotter = "overlayfs"
-  [plugins.'io.containerd.cri.v1.images'.pinned_images]
-    sandbox = %q
-[plugins.'io.containerd.cri.v1.runtime']
-  enable_cdi = true
-  restrict_oom_score_adj = true
-  [plugins.'io.containerd.cri.v1.runtime'.cni]
-    bin_dirs = ["/opt/cni/bin"]
-    conf_dir = "/etc/cni/net.d"
-`, PauseImage),
-		"cni.conflist": fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "wgk", "plugins": [
-  {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true,
-   "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.%d.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]}}]}
-`, 200+k),
-		"kubelet.yaml": fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-cgroupDriver: cgroupfs
-cgroupRoot: %q
-failSwapOn: false
-failCgroupV1: false
-containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
-address: %s
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: false}
-  x509: {clientCAFile: /wgk/ca.crt}
-authorization:
-  mode: AlwaysAllow
-syncFrequency: 10s
-nodeStatusUpdateFrequency: 5s
-evictionHard:
-  memory.available: "1Mi"
-  nodefs.available: "1%%"
-  imagefs.available: "1%%"
-  nodefs.inodesFree: "1%%"
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-localStorageCapacityIsolation: false
-protectKernelDefaults: false
-makeIPTablesUtilChains: false
-resolvConf: ""
-`, cn.n.cgroupRoot, cn.IP),
-	}
+	// Inside the node: containerd at its default socket, the CNI plugins
+	// and the CA where the image and start.sh put them.
+	files := nodeConfig{
+		sock: "/run/containerd/containerd.sock", cniBin: "/opt/cni/bin", subnet: 200 + k,
+		cgroupRoot: cn.n.cgroupRoot, ip: cn.IP, ca: "/wgk/ca.crt",
+	}.files()
+	files["kubelet.kubeconfig"] = string(kubeconfig)
+	files["ca.crt"] = string(ca)
+	files["start.sh"] = cn.startScript()
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(cfg, name), []byte(content), 0o600); err != nil {
 			return err
