@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probecache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/testbin"
 )
@@ -140,7 +141,7 @@ func TestProbeCacheUnderDxgsim(t *testing.T) {
 	check(t, r, calls, fs, true, intel, updated)
 
 	// A cache file cut in half is ignored and replaced.
-	files, _ := filepath.Glob(filepath.Join(w.s.Cache, "probe-*.bin"))
+	files, _ := filepath.Glob(filepath.Join(w.s.Cache, probecache.Glob))
 	if len(files) != 1 {
 		t.Fatalf("cache files %v, want one", files)
 	}
@@ -230,7 +231,7 @@ func benchmarkProbe(b *testing.B, latency time.Duration) {
 	w := newProbeWorld(b, latency)
 	var cold, warm []time.Duration
 	for b.Loop() {
-		files, _ := filepath.Glob(filepath.Join(w.s.Cache, "probe-*.bin"))
+		files, _ := filepath.Glob(filepath.Join(w.s.Cache, probecache.Glob))
 		for _, f := range files {
 			os.Remove(f)
 		}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -94,6 +95,11 @@ func BootID() (string, error) {
 	return id, nil
 }
 
+// Glob matches the names Path gives cache files, for whoever looks for
+// them in a cache dir (tests, cleanup): the format is in the name, so a
+// binary of another format never reads them.
+const Glob = "probe-*.bin"
+
 // Path is the cache file in dir for a configuration: one file per device,
 // lib dir and drivers dir, so hosts simulated side by side (tests) do not
 // evict each other. The key holds the paths too, so a hash collision is
@@ -104,7 +110,7 @@ func Path(dir string, k *Key) string {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
-	return filepath.Join(dir, fmt.Sprintf("probe-%016x.bin", h.Sum64()))
+	return filepath.Join(dir, strings.Replace(Glob, "*", fmt.Sprintf("%016x", h.Sum64()), 1))
 }
 
 // ErrStale is Load's error for a well-formed file made under another key.

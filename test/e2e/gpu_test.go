@@ -14,6 +14,7 @@ import (
 
 	"github.com/moby/sys/mountinfo"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probecache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
 
@@ -387,7 +388,7 @@ func TestShippedDefaultConfig(t *testing.T) {
 			}
 			// The default probe cache, /run/wsl-gpu-hook, as runBox
 			// shows the hook a /run of this run's own.
-			if kept, _ := filepath.Glob(filepath.Join(o.run, "wsl-gpu-hook", "probe-*.json")); len(kept) != 1 {
+			if kept, _ := filepath.Glob(filepath.Join(o.run, "wsl-gpu-hook", probecache.Glob)); len(kept) != 1 {
 				t.Errorf("the hook kept %d probe caches in its default /run/wsl-gpu-hook, want 1: %q", len(kept), kept)
 			}
 		})
