@@ -3,9 +3,11 @@ package deviceplugin
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiselect"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/edits"
@@ -80,10 +82,10 @@ func (p *Plan) Allocate(resource string, ids []string, opt Options) (*Response, 
 	r := &Response{}
 	folders := map[string]bool{}
 	var luids []string
+	if opt.CDI {
+		r.CDIDevices = cdiDevices(p.Adapters, devs)
+	}
 	for _, d := range devs {
-		if opt.CDI {
-			r.CDIDevices = append(r.CDIDevices, d.CDIName())
-		}
 		luids = append(luids, d.Adapter.LUID.String())
 		if f := d.Adapter.Folder; !folders[f] {
 			folders[f] = true
@@ -115,4 +117,44 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// cdiDevices names the CDI devices that give a container devs. Each
+// adapter's own device steers its vendor's runtime to that one adapter
+// (ZE_AFFINITY_MASK, Mesa's adapter name), and the runtime keeps the last
+// of several devices' values, so a container given two adapters by their
+// own devices would be steered to one. Where the vendor's device for all
+// its adapters (nvidia.com/gpu=all, amd.com/gpu=all,
+// wsl-gpu-hook.dev/gpu=intel) selects exactly devs on this host, that one
+// device is the answer: it steers nothing, and grants nothing more.
+func cdiDevices(host []driverstore.Adapter, devs []Device) []string {
+	names := make([]string, 0, len(devs))
+	for _, d := range devs {
+		names = append(names, d.CDIName())
+	}
+	if len(devs) < 2 {
+		return names
+	}
+	v := devs[0].Adapter.Vendor
+	var all string
+	switch v {
+	case driverstore.NVIDIA:
+		all = CDIKindNVIDIA + "=all"
+	case driverstore.AMD:
+		all = CDIKindAMD + "=all"
+	case driverstore.Intel:
+		all = CDIKindGeneric + "=" + string(driverstore.Intel)
+	default:
+		return names
+	}
+	picked, err := cdiselect.Union{Selections: []cdiselect.Selection{{Vendor: v, Index: -1}}}.Select(host)
+	if err != nil || len(picked) != len(devs) {
+		return names
+	}
+	for _, a := range picked {
+		if !slices.ContainsFunc(devs, func(d Device) bool { return d.Adapter.Index == a.Index }) {
+			return names
+		}
+	}
+	return []string{all}
 }

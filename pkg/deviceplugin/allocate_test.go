@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 )
 
 func TestCDIName(t *testing.T) {
@@ -122,5 +123,69 @@ func TestAllocateRefuses(t *testing.T) {
 	}
 	if _, err := p.Allocate(ResourceNVIDIA, nil, opt); err == nil {
 		t.Error("Allocate of no IDs succeeded")
+	}
+}
+
+// TestAllocateSeveralAdapters: a container given several adapters of one
+// vendor gets the vendor's device for all of them where that selects
+// exactly those, so no adapter's own device steers Level Zero or Mesa to
+// itself alone; otherwise each adapter's own device.
+func TestAllocateSeveralAdapters(t *testing.T) {
+	h := newHost(t, "intel-arc-desktop")
+	opt := h.opts()
+	p := Build(h.inventory(t), nil, nil, opt)
+	var ids, names []string
+	for _, d := range p.For(ResourceIntel) {
+		ids, names = append(ids, d.ID), append(names, d.CDIName())
+	}
+	if len(ids) != 2 {
+		t.Fatalf("intel-arc-desktop advertises %d Intel GPUs, want 2: %v", len(ids), summary(p))
+	}
+	for _, tt := range []struct {
+		name string
+		ids  []string
+		want []string
+	}{
+		{"both Intel GPUs", ids, []string{"wsl-gpu-hook.dev/gpu=intel"}},
+		{"one of them", ids[1:], names[1:]},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := p.Allocate(ResourceIntel, tt.ids, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(r.CDIDevices, tt.want) {
+				t.Errorf("CDI devices %q, want %q", r.CDIDevices, tt.want)
+			}
+		})
+	}
+}
+
+func TestCDIDevices(t *testing.T) {
+	adapter := func(i int, v driverstore.Vendor) driverstore.Adapter {
+		return driverstore.Adapter{Adapter: dxcore.Adapter{Index: i}, Vendor: v}
+	}
+	dev := func(a driverstore.Adapter, vi int) Device {
+		return Device{Adapter: a, VendorIndex: vi, Present: true}
+	}
+	nv0, nv1, in2, in3, npu4 := adapter(0, driverstore.NVIDIA), adapter(1, driverstore.NVIDIA), adapter(2, driverstore.Intel), adapter(3, driverstore.Intel), adapter(4, driverstore.Intel)
+	tests := []struct {
+		name string
+		host []driverstore.Adapter
+		devs []Device
+		want []string
+	}{
+		{"every NVIDIA adapter", []driverstore.Adapter{nv0, nv1, in2}, []Device{dev(nv0, 0), dev(nv1, 1)}, []string{"nvidia.com/gpu=all"}},
+		{"one adapter", []driverstore.Adapter{nv0, nv1}, []Device{dev(nv1, 1)}, []string{"nvidia.com/gpu=1"}},
+		// The NPU is Intel's too: the vendor's device would give it.
+		{"an Intel adapter not asked for", []driverstore.Adapter{in2, in3, npu4}, []Device{dev(in2, 0), dev(in3, 1)}, []string{"wsl-gpu-hook.dev/gpu=2", "wsl-gpu-hook.dev/gpu=3"}},
+		{"no inventory", nil, []Device{dev(nv0, 0), dev(nv1, 1)}, []string{"nvidia.com/gpu=0", "nvidia.com/gpu=1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := cdiDevices(tt.host, tt.devs); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("cdiDevices = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

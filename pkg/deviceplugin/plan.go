@@ -85,6 +85,9 @@ func (d Device) CDIName() string {
 // Plan is what the plugin advertises at one moment.
 type Plan struct {
 	Devices []Device // sorted by resource, then ID
+	// Adapters are the host's adapters as listed for this plan, advertised
+	// or not: what a CDI device selecting by vendor takes (cdiDevices).
+	Adapters []driverstore.Adapter
 	// Problem says why no adapter could be listed at all ("" if they could):
 	// no /dev/dxg, a kernel without the ioctls, no adapters.
 	Problem string
@@ -109,6 +112,7 @@ func Build(inv *driverstore.Inventory, listErr error, prev *Plan, opt Options) *
 		}
 		p.Problem = listErr.Error()
 	} else {
+		p.Adapters = inv.Adapters
 		ids := adapterIDs(inv.Adapters)
 		vendorCount := map[driverstore.Vendor]int{}
 		for i, a := range inv.Adapters {
