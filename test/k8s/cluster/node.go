@@ -135,8 +135,7 @@ func (n *Node) start() error {
 // Dir/stop-NAME exists.
 func (n *Node) script() string {
 	var b strings.Builder
-	q := func(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-	D := q(n.Dir)
+	D := shellQuote(n.Dir)
 	fmt.Fprintf(&b, "set -e\nD=%s\necho $$ > $D/sh.pid\nmount --make-rprivate /\n", D)
 	if n.Spec.NoDxg {
 		// dxgsim's /dev is an overlay private to the node: the node
@@ -147,18 +146,7 @@ func (n *Node) script() string {
 	b.WriteString("mount -t tmpfs tmpfs $D/priv\nmkdir -p $D/priv/etc $D/priv/etc-work\n")
 	b.WriteString("mount -t overlay overlay -o lowerdir=/etc,upperdir=$D/priv/etc,workdir=$D/priv/etc-work /etc\n")
 	b.WriteString("mkdir -p /var/lib/kubelet /etc/cni/net.d\nmount -t tmpfs tmpfs /etc/cni/net.d\ncp $D/cni.conflist /etc/cni/net.d/10-wgk.conflist\n")
-	names := make([]string, 0, len(kubeletSysctls))
-	for name := range kubeletSysctls {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		fmt.Fprintf(&b, "mount --bind -o ro $D/sysctl/%s /proc/sys/%s\n", strings.ReplaceAll(name, "/", "."), name)
-	}
-	for _, ctl := range cgroupControllers {
-		p := filepath.Join("/sys/fs/cgroup", ctl, n.cgroupRoot, "node", "cgroup.procs")
-		fmt.Fprintf(&b, "[ ! -e %[1]s ] || echo $$ > %[1]s\n", q(p))
-	}
+	sysctlsAndCgroup(&b, "$D/sysctl", n.cgroupRoot)
 	b.WriteString("set +e\ntouch $D/ready\nwhile [ -e $D/hold ]; do sleep 0.1; done\n")
 	b.WriteString(`supervise() {
 	name=$1; shift
@@ -174,7 +162,7 @@ func (n *Node) script() string {
 `)
 	fmt.Fprintf(&b, "supervise containerd containerd --config $D/containerd.toml &\n")
 	fmt.Fprintf(&b, "supervise kubelet kubelet --config $D/kubelet.yaml --kubeconfig $D/kubelet.kubeconfig --hostname-override %s --node-ip %s --node-labels %s --v 2 &\n",
-		q(n.Spec.Name), n.IP, q(n.labels()))
+		shellQuote(n.Spec.Name), n.IP, shellQuote(n.labels()))
 	b.WriteString("wait\n")
 	return b.String()
 }
@@ -205,12 +193,37 @@ func (n *Node) writeConfigs() error {
 			return err
 		}
 	}
+	return writeSysctls(filepath.Join(n.Dir, "sysctl"))
+}
+
+// writeSysctls writes kubeletSysctls' values, one read-only file each, in
+// dir: what sysctlsAndCgroup binds over /proc/sys.
+func writeSysctls(dir string) error {
 	for name, v := range kubeletSysctls {
-		if err := os.WriteFile(filepath.Join(n.Dir, "sysctl", strings.ReplaceAll(name, "/", ".")), []byte(v+"\n"), 0o444); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, strings.ReplaceAll(name, "/", ".")), []byte(v+"\n"), 0o444); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// sysctlsAndCgroup adds to a node's start script the binds of dir's
+// sysctl files (writeSysctls) read-only over /proc/sys, so the kubelet
+// finds its values and cannot change the host's, and the move of the
+// script into the node's daemons' cgroup under root.
+func sysctlsAndCgroup(b *strings.Builder, dir, root string) {
+	names := make([]string, 0, len(kubeletSysctls))
+	for name := range kubeletSysctls {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(b, "mount --bind -o ro %s/%s /proc/sys/%s\n", dir, strings.ReplaceAll(name, "/", "."), name)
+	}
+	for _, ctl := range cgroupControllers {
+		p := filepath.Join("/sys/fs/cgroup", ctl, root, "node", "cgroup.procs")
+		fmt.Fprintf(b, "[ ! -e %[1]s ] || echo $$ > %[1]s\n", shellQuote(p))
+	}
 }
 
 // network makes the node's network namespace: eth0 on the cluster's
@@ -489,3 +502,6 @@ resolvConf: ""
 %s`, nc.cgroupRoot, nc.sock, nc.ip, nc.ca, nc.kubeletExtra),
 	}
 }
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -312,10 +311,8 @@ func (cn *ContainerNode) run(k int) error {
 			return err
 		}
 	}
-	for name, v := range kubeletSysctls {
-		if err := os.WriteFile(filepath.Join(cfg, "sysctl", strings.ReplaceAll(name, "/", ".")), []byte(v+"\n"), 0o444); err != nil {
-			return err
-		}
+	if err := writeSysctls(filepath.Join(cfg, "sysctl")); err != nil {
+		return err
 	}
 	args := []string{"run"}
 	if cn.Spec.Engine == EngineDocker {
@@ -334,10 +331,9 @@ func (cn *ContainerNode) run(k int) error {
 		// In the foreground of the engine's shell (see startEngine).
 		args = append(append(args, "--cgroup-parent", cn.n.cgroupRoot+"/podman"), cn.Spec.GPUArgs...)
 		args = append(args, NodeImage, "/wgk/start.sh")
-		q := func(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 		var line []string
 		for _, a := range append(cn.podman(), args...) {
-			line = append(line, q(a))
+			line = append(line, shellQuote(a))
 		}
 		if err := os.WriteFile(filepath.Join(cn.Dir, "run.sh"), []byte("exec "+strings.Join(line, " ")+"\n"), 0o644); err != nil {
 			return err
@@ -386,17 +382,7 @@ func (cn *ContainerNode) startScript() string {
 	b.WriteString("set -e\nmount --make-rshared /\nmount -t tmpfs -o mode=755 tmpfs /run\n")
 	b.WriteString("for d in /var/lib/containerd /var/lib/kubelet; do mkdir -p $d; mount -t tmpfs tmpfs $d; done\n")
 	b.WriteString("mkdir -p /etc/cni/net.d\ncp /wgk/cni.conflist /etc/cni/net.d/10-wgk.conflist\n")
-	names := make([]string, 0, len(kubeletSysctls))
-	for name := range kubeletSysctls {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		fmt.Fprintf(&b, "mount --bind -o ro /wgk/sysctl/%s /proc/sys/%s\n", strings.ReplaceAll(name, "/", "."), name)
-	}
-	for _, ctl := range cgroupControllers {
-		fmt.Fprintf(&b, "[ ! -e %[1]s ] || echo $$ > %[1]s\n", filepath.Join("/sys/fs/cgroup", ctl, cn.n.cgroupRoot, "node", "cgroup.procs"))
-	}
+	sysctlsAndCgroup(&b, "/wgk/sysctl", cn.n.cgroupRoot)
 	b.WriteString("containerd --config /wgk/containerd.toml >>/wgk-log/containerd.log 2>&1 &\n")
 	b.WriteString("while [ ! -e /wgk-log/go ]; do sleep 0.1; done\n")
 	fmt.Fprintf(&b, "kubelet --config /wgk/kubelet.yaml --kubeconfig /wgk/kubelet.kubeconfig --hostname-override %s --node-ip %s --node-labels wsl-gpu-hook.dev/test-node=%s --v 2 >>/wgk-log/kubelet.log 2>&1 &\n",
