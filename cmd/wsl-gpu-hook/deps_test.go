@@ -43,3 +43,26 @@ func TestHookLinksOnlyTheStart(t *testing.T) {
 		}
 	}
 }
+
+// The hook logs through pkg/hooklog: logrus's logger and formatter cost
+// every start about half a millisecond. Only main names logrus, to silence
+// the standard logger opencontainers/cgroups writes to; once nothing on the
+// hook's path imports logrus, ban it in TestHookLinksOnlyTheStart.
+func TestHookLogsThroughHooklog(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}} {{join .Imports " "}}`, ".").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	const module, main = "github.com/wsl-gpu-hook/wsl-gpu-hook/", "github.com/wsl-gpu-hook/wsl-gpu-hook/cmd/wsl-gpu-hook"
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imports, _ := strings.Cut(line, " ")
+		if !strings.HasPrefix(pkg, module) || pkg == main {
+			continue
+		}
+		for _, imp := range strings.Fields(imports) {
+			if imp == "github.com/sirupsen/logrus" {
+				t.Errorf("%s imports logrus: the hook logs through pkg/hooklog", pkg)
+			}
+		}
+	}
+}
