@@ -192,6 +192,9 @@ func (o *output) write(level Level, suffix, format string, args []any) {
 	if o.closed {
 		return
 	}
+	if o.line == nil { // most entries fit: no growing them byte by byte
+		o.line, o.msg = make([]byte, 0, 1024), make([]byte, 0, 1024)
+	}
 	o.msg = fmt.Appendf(o.msg[:0], format, args...)
 	b := append(o.line[:0], `time="`...)
 	b = o.now().UTC().AppendFormat(b, time.RFC3339)
@@ -214,10 +217,42 @@ func (o *output) write(level Level, suffix, format string, args []any) {
 func appendValue(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if !bare(s[i]) {
-			return strconv.AppendQuote(b, s)
+			return appendQuoted(b, s)
 		}
 	}
 	return append(b, s...)
+}
+
+// appendQuoted is strconv.AppendQuote(b, s), but copies runs of printable
+// ASCII other than '"' and '\\' as they are, where strconv takes every
+// rune on its own (half the cost of an entry with a long message). The
+// runs in between go through strconv; splitting s at ASCII bytes never
+// splits a UTF-8 sequence, so they quote as they would in one piece.
+func appendQuoted(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		j := i
+		for j < len(s) && plain(s[j]) {
+			j++
+		}
+		b = append(b, s[i:j]...)
+		i = j
+		for j < len(s) && !plain(s[j]) {
+			j++
+		}
+		if j > i {
+			n := len(b)
+			b = strconv.AppendQuote(b, s[i:j])
+			b = append(b[:n], b[n+1:len(b)-1]...) // strconv's quotes
+			i = j
+		}
+	}
+	return append(b, '"')
+}
+
+// plain is a byte strconv.Quote copies as it is.
+func plain(c byte) bool {
+	return ' ' <= c && c < 0x7f && c != '"' && c != '\\'
 }
 
 func bare(c byte) bool {

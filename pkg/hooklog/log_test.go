@@ -405,3 +405,15 @@ func TestTimeIsUTC(t *testing.T) {
 		t.Errorf("log line %q: want a UTC time", buf.String())
 	}
 }
+
+// FuzzQuote: the quoting is strconv.Quote's for any string.
+func FuzzQuote(f *testing.F) {
+	for _, s := range append(hostile, "a\"b\\c", "\xe2\x80", "x\xe2\x80\xa8y", "\U0010ffff\ufffd", strings.Repeat("ab\x01", 50)) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := string(appendQuoted([]byte("k="), s)), "k="+strconv.Quote(s); got != want {
+			t.Errorf("appendQuoted(%q) = %s, want %s", s, got, want)
+		}
+	})
+}
