@@ -18,6 +18,9 @@ import (
 
 	"github.com/moby/sys/mountinfo"
 	"github.com/opencontainers/cgroups"
+	// Registers cgroups.DevicesSetV2, runc's program generator: the
+	// tests' oracle and their stand-in for the runtime.
+	_ "github.com/opencontainers/cgroups/devices"
 	devconfig "github.com/opencontainers/cgroups/devices/config"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -257,7 +260,7 @@ func specRulesOnlyNull() []specs.LinuxDeviceCgroup {
 // attachLikeRunc attaches the device program runc builds for spec.
 func attachLikeRunc(t *testing.T, cg string, spec []specs.LinuxDeviceCgroup) {
 	t.Helper()
-	var rules []*devconfig.Rule
+	var rules []rule
 	for _, s := range spec {
 		r, err := specRule(s)
 		if err != nil {
@@ -266,9 +269,22 @@ func attachLikeRunc(t *testing.T, cg string, spec []specs.LinuxDeviceCgroup) {
 		rules = append(rules, r)
 	}
 	rules = append(rules, runtimeDefaults()...)
-	if err := cgroups.DevicesSetV2(cg, &cgroups.Resources{Devices: rules}); err != nil {
+	if err := cgroups.DevicesSetV2(cg, &cgroups.Resources{Devices: libraryRules(rules)}); err != nil {
 		t.Fatalf("attach the runc-style program: %v", err)
 	}
+}
+
+// libraryRules converts rules to runc's cgroups library's type, for the
+// library's program generator: the oracle the tests hold ours to.
+func libraryRules(rules []rule) []*devconfig.Rule {
+	var lib []*devconfig.Rule
+	for _, r := range rules {
+		lib = append(lib, &devconfig.Rule{
+			Type: devconfig.Type(r.typ), Major: r.major, Minor: r.minor,
+			Permissions: devconfig.Permissions(r.access.String()), Allow: r.allow,
+		})
+	}
+	return lib
 }
 
 func programIDs(t *testing.T, cg string) []uint32 {
