@@ -119,6 +119,7 @@ func TestReadDamaged(t *testing.T) {
 		{name: "cut after the magic", data: "\x7fELF\x02\x01", wantErr: "ELF identification cut short"},
 		{name: "bad class", data: "\x7fELF\x03\x01\x01" + string(make([]byte, 60)), wantErr: "unknown class 3"},
 		{name: "bad data", data: "\x7fELF\x02\x03\x01" + string(make([]byte, 60)), wantErr: "unknown data encoding 3"},
+		{name: "4 GiB of program headers", data: hugeHeaders(), wantErr: "65535 program headers of 65535 bytes each"},
 		{name: "header cut", data: "\x7fELF\x02\x01\x01" + string(make([]byte, 20)), wantErr: "ELF header at offset 0: file ends first"},
 	}
 	for _, tt := range tests {
@@ -136,6 +137,18 @@ func TestReadDamaged(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hugeHeaders is a 64-bit header claiming 65535 program headers of 65535
+// bytes each: Read must refuse it before allocating 4 GiB.
+func hugeHeaders() string {
+	h := make([]byte, 64)
+	copy(h, "\x7fELF\x02\x01\x01")
+	h[16] = 3                 // ET_DYN
+	h[32] = 64                // e_phoff
+	h[54], h[55] = 0xff, 0xff // e_phentsize
+	h[56], h[57] = 0xff, 0xff // e_phnum
+	return string(h)
 }
 
 // TestReadTruncated cuts a real library at every length up to its dynamic
