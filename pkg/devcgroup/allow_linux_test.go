@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -417,4 +418,45 @@ func TestAllowNothing(t *testing.T) {
 	if err := Allow(1<<30, nil); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestAllowV2ReplacesSeveralPrograms: with two device programs attached
+// (runc's and another manager's, which allows everything), Allow attaches
+// its own and detaches both, as runc does; the device rules then are
+// exactly the spec's, runc's defaults and the new device.
+func TestAllowV2ReplacesSeveralPrograms(t *testing.T) {
+	requireRoot(t)
+	cg := testCgroup(t, hierarchyRoot(t, true))
+	spec := specRulesOnlyNull()
+	attachLikeRunc(t, cg, spec)
+	allowAll, err := deviceProgram(parseRules(t, "allow a *:* rwm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(cg, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := replaceDevicePrograms(fd, nil, allowAll); err != nil {
+		t.Fatal(err)
+	}
+	before := programIDs(t, cg)
+	if len(before) != 2 {
+		t.Fatalf("programs attached by the setup: %v, want two", before)
+	}
+	nodes := mknods(t, map[string][2]uint32{"null": {1, 3}, "kmsg": {1, 11}, "fuse": {10, 229}})
+	unrestricted(t, nodes)
+	pid := holder(t, cg)
+
+	if err := Allow(pid, spec, devnode.Node{Major: 10, Minor: 229}); err != nil {
+		t.Fatal(err)
+	}
+	after := programIDs(t, cg)
+	if len(after) != 1 || slices.Contains(before, after[0]) {
+		t.Errorf("programs attached after Allow: %v (before %v), want exactly one new one", after, before)
+	}
+	wantOpen(t, "after Allow", probe(t, []string{cg}, nodes["null"], nodes["kmsg"], nodes["fuse"]), map[string]unix.Errno{
+		nodes["null"]: 0, nodes["kmsg"]: unix.EPERM, nodes["fuse"]: 0,
+	})
 }
