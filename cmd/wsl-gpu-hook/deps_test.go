@@ -43,7 +43,10 @@ func TestHookLinksOnlyTheStart(t *testing.T) {
 		// program itself; the library stays its tests' oracle. debug/elf
 		// brings compress/flate, zlib, zstd, debug/dwarf and hash/crc32
 		// for what only a cold report reads: pkg/elfinfo reads ELF headers.
-		"net":                               "cmd/wsl-gpu-ctl or tests (no start needs the network)",
+		"net": "cmd/wsl-gpu-ctl or tests (no start needs the network)",
+		// cli.Parse reads --config itself: a FlagSet and flag's package
+		// initialisation were ~0.1 ms of every start.
+		"flag":                              "pkg/cli's tests (the oracle)",
 		"crypto/":                           "cmd/wsl-gpu-ctl or tests (no start hashes or signs)",
 		"go/":                               "tests (cilium/ebpf's internals bring it)",
 		"debug/":                            "tests (pkg/elfinfo reads the ELF headers the hook needs)",
