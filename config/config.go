@@ -12,8 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/smallfile"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -27,6 +28,9 @@ const DefaultPath = "/etc/wsl-gpu-hook/config.toml"
 // Docker runs the hook as "nvidia-container-runtime-hook prestart", and the
 // runtime wrapper must pass every argument to the real runtime untouched.
 const Env = "WSL_GPU_HOOK_CONFIG"
+
+// MaxFileSize bounds the configuration file: the shipped one is 3 KiB.
+const MaxFileSize = 1 << 20
 
 // Find is the one rule for which file to read: the --config flag, else
 // $WSL_GPU_HOOK_CONFIG (getenv's answer), else DefaultPath. A file named
@@ -145,7 +149,7 @@ func Load(path string, mustExist bool) (Config, error) {
 // which the cold-start benchmark compares.
 func load(path string, mustExist, fast bool) (Config, error) {
 	c := Default()
-	data, err := os.ReadFile(path)
+	data, err := smallfile.Read(path, MaxFileSize)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && !mustExist {
 			return c, nil

@@ -160,7 +160,7 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the work dir")
 	flag.StringVar(&o.host, "host", "", "internal: the host of a re-run under dxgsim")
 	flag.StringVar(&o.count, "count", "", "internal: count one start of this variant")
-	flag.StringVar(&o.trace, "trace", "", "run this hook-alone `VARIANT` (emptygo, hook, cold, compare) once, warm, under --wrap, instead of measuring")
+	flag.StringVar(&o.trace, "trace", "", "run this hook-alone `VARIANT` (emptygo, hook, cold, binary, compare) once, warm, under --wrap, instead of measuring")
 	flag.BoolVar(&o.aloneOnly, "alone-only", false, "measure only the hook process alone (its wall and CPU time next to the empty Go hook), not the container starts")
 	flag.IntVar(&o.traceRuns, "trace-runs", 1, "with --trace: runs of the variant (a system-wide perf record around them collects many)")
 	flag.StringVar(&o.wrap, "wrap", "", "with --trace: the `COMMAND` (split on spaces) to run the hook under, e.g. \"strace -f -tt -T -o /tmp/hook.strace\" or \"perf stat -r 20\"")
@@ -578,6 +578,10 @@ func hookOnly(work string, h host, base *specs.Spec, variants []variant, runs in
 		}
 		fmt.Println(line)
 	}
+	if b, ok := got["binary"]; ok {
+		fmt.Printf("  of what hook adds: %s ms its binary doing nothing (size, package initialisation: binary over emptygo, paired), %s ms the start's work (hook over binary, paired)\n",
+			ms(median(paired(b.wall, floor.wall))), ms(median(paired(got["hook"].wall, b.wall))))
+	}
 	fmt.Println("  CPU time (user+system, all threads) and page faults, medians:")
 	for _, v := range a.hooks {
 		t := got[v.name]
@@ -587,10 +591,40 @@ func hookOnly(work string, h host, base *specs.Spec, variants []variant, runs in
 		}
 		fmt.Println(line)
 	}
+	if cost, err := faultCost(); err == nil {
+		line := fmt.Sprintf("  a page fault costs %.1f µs here (first touch of an anonymous page, median of 7 × 256)", float64(cost.Nanoseconds())/1000)
+		if t, ok := got["hook"]; ok {
+			extra := int64(median(t.faults) - median(floor.faults))
+			line += fmt.Sprintf(": the hook's %d faults over the empty Go hook's are about %s ms of its time", extra, ms(time.Duration(extra)*cost))
+		}
+		fmt.Println(line)
+	}
 	return nil
 }
 
-// traceAlone runs one hook-alone variant (emptygo, hook, cold or compare)
+// faultCost is what one page fault costs on this machine: the time to touch
+// fresh anonymous pages, per page. On a nested VM it is many times a bare
+// machine's, and a Go process takes hundreds at start, so the figure says
+// how much of the times above are faults.
+func faultCost() (time.Duration, error) {
+	const pages = 256
+	var per []time.Duration
+	for range 7 {
+		b, err := unix.Mmap(-1, 0, pages*4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+		if err != nil {
+			return 0, err
+		}
+		start := time.Now()
+		for i := 0; i < pages; i++ {
+			b[i*4096] = 1
+		}
+		per = append(per, time.Since(start)/pages)
+		unix.Munmap(b)
+	}
+	return median(per), nil
+}
+
+// traceAlone runs one hook-alone variant (emptygo, hook, cold, binary or compare)
 // runs times under wrap (strace, perf stat, ...), after one untimed run of
 // it that warms the probe and page caches, and prints how long the wrapped
 // runs took. It is how one finds where a start's time goes.
@@ -602,7 +636,7 @@ func traceAlone(work string, h host, base *specs.Spec, variants []variant, name 
 	defer a.close()
 	i := slices.IndexFunc(a.hooks, func(v aloneHook) bool { return v.name == name })
 	if i < 0 {
-		return fmt.Errorf("--trace: no hook-alone variant %q (emptygo, hook, cold, compare)", name)
+		return fmt.Errorf("--trace: no hook-alone variant %q (emptygo, hook, cold, binary, compare)", name)
 	}
 	if _, err := a.run(a.hooks[i], nil); err != nil {
 		return err
@@ -699,6 +733,9 @@ func newAlone(work string, h host, base *specs.Spec, variants []variant) (a *alo
 		{"emptygo", []string{filepath.Join(work, "emptyhook")}, nil},
 		{"hook", []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.config, "prestart"}, hook.before},
 		{"cold", []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.coldConfig, "prestart"}, cold.before},
+		// The hook's binary doing nothing: its size and its packages'
+		// initialisation, apart from the work of a start.
+		{"binary", []string{filepath.Join(work, "wsl-gpu-hook"), "version"}, nil},
 	}
 	if _, err := os.Stat(filepath.Join(work, "wsl-gpu-hook-compare")); err == nil {
 		a.hooks = append(a.hooks, aloneHook{"compare", []string{filepath.Join(work, "wsl-gpu-hook-compare"), "--config", h.config, "prestart"}, hook.before})

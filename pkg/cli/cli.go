@@ -5,7 +5,6 @@ package cli
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -20,19 +19,55 @@ type Command struct {
 	Args       []string
 }
 
-// Parse reads args (argv without the program's name) as a Command. The
-// default configuration path is only shown in the flag's help.
+// Parse reads args (argv without the program's name) as a Command, with
+// the flag package's syntax for its one flag: -config or --config, its
+// value as the next argument or after '=', flags ending at the first
+// argument that is not one or after "--". It is written out rather than
+// a flag.FlagSet because the hook parses its command line on every
+// container start, and the flag package's initialisation and maps were a
+// measurable part of it. defaultConfig is only for the help text.
 func Parse(prog, defaultConfig string, args []string) (Command, error) {
-	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	cfgPath := fs.String("config", "", "configuration file (default "+defaultConfig+")")
-	if err := fs.Parse(args); err != nil {
-		return Command{}, Usagef("%v", err)
+	var c Command
+	for len(args) > 0 {
+		a := args[0]
+		if len(a) < 2 || a[0] != '-' {
+			break
+		}
+		args = args[1:]
+		name := a[1:]
+		if name[0] == '-' {
+			name = name[1:]
+			if name == "" { // "--" ends the flags
+				break
+			}
+		}
+		if name == "" || name[0] == '-' || name[0] == '=' {
+			return Command{}, Usagef("bad flag syntax: %s", a)
+		}
+		value, hasValue := "", false
+		if i := strings.IndexByte(name, '='); i >= 0 {
+			name, value, hasValue = name[:i], name[i+1:], true
+		}
+		switch name {
+		case "config":
+		case "help", "h":
+			return Command{}, Usagef("flag: help requested (%s [--config FILE] COMMAND; --config defaults to %s)", prog, defaultConfig)
+		default:
+			return Command{}, Usagef("flag provided but not defined: -%s", name)
+		}
+		if !hasValue {
+			if len(args) == 0 {
+				return Command{}, Usagef("flag needs an argument: -%s", name)
+			}
+			value, args = args[0], args[1:]
+		}
+		c.ConfigPath = value
 	}
-	if fs.NArg() == 0 {
+	if len(args) == 0 {
 		return Command{}, Usagef("no command given")
 	}
-	return Command{ConfigPath: *cfgPath, Name: fs.Arg(0), Args: fs.Args()[1:]}, nil
+	c.Name, c.Args = args[0], args[1:]
+	return c, nil
 }
 
 // UsageError is a command line that cannot be run: the usage text follows

@@ -3,8 +3,12 @@ package cli
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -52,5 +56,58 @@ func TestParse(t *testing.T) {
 		case tt.wantErr == "" && (err != nil || !reflect.DeepEqual(got, tt.want)):
 			t.Errorf("Parse(%q) = %+v, %v; want %+v", tt.args, got, err, tt.want)
 		}
+	}
+}
+
+// TestParseAgreesWithFlag holds Parse to the flag package's reading of the
+// same command lines (the oracle it replaced on the hook's path).
+func TestParseAgreesWithFlag(t *testing.T) {
+	oracle := func(args []string) (Command, error) {
+		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		cfg := fs.String("config", "", "")
+		if err := fs.Parse(args); err != nil {
+			return Command{}, err
+		}
+		if fs.NArg() == 0 {
+			return Command{}, errors.New("no command given")
+		}
+		return Command{ConfigPath: *cfg, Name: fs.Arg(0), Args: fs.Args()[1:]}, nil
+	}
+	for _, args := range [][]string{
+		{"prestart"},
+		{"-config", "/a", "prestart"},
+		{"--config", "/a", "createRuntime"},
+		{"-config=/a", "cdi-hook", "vendor:nvidia"},
+		{"--config=/a=b", "cdi-hook"},
+		{"--config=", "prestart"},
+		{"--config", "/a", "--config", "/b", "prestart"},
+		{"--config", "--x", "prestart"},
+		{"--", "--config", "/a"},
+		{"--config", "/a", "--"},
+		{"-", "x"},
+		{"---config", "/a", "x"},
+		{"-=a", "x"},
+		{"--=a", "x"},
+		{"-x", "prestart"},
+		{"--x=1", "prestart"},
+		{"-config"},
+		{"--config"},
+		{},
+		{"prestart", "--config", "/a"},
+		{"cdi-hook", "--", "a"},
+	} {
+		got, gotErr := Parse("x", "/etc/x.toml", args)
+		want, wantErr := oracle(args)
+		if (gotErr == nil) != (wantErr == nil) || (gotErr != nil && gotErr.Error() != wantErr.Error()) {
+			t.Errorf("Parse(%q) error %v, flag's %v", args, gotErr, wantErr)
+			continue
+		}
+		if gotErr == nil && (got.ConfigPath != want.ConfigPath || got.Name != want.Name || !slices.Equal(got.Args, want.Args)) {
+			t.Errorf("Parse(%q) = %+v, flag's %+v", args, got, want)
+		}
+	}
+	if _, err := Parse("x", "/etc/x.toml", []string{"-h"}); err == nil || !strings.Contains(err.Error(), "help requested") {
+		t.Errorf("Parse(-h) = %v, want help requested", err)
 	}
 }

@@ -9,10 +9,6 @@ import (
 	"strconv"
 
 	"github.com/moby/sys/mountinfo"
-	"github.com/opencontainers/cgroups"
-	// Registers cgroups.DevicesSetV2: runc's own program generator.
-	_ "github.com/opencontainers/cgroups/devices"
-	devconfig "github.com/opencontainers/cgroups/devices/config"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
@@ -164,7 +160,7 @@ func (f procFile) Read(p []byte) (int, error) {
 // allowV2 replaces the cgroup's device programs, if it has any, by one built
 // from target. Programs only ever narrow access and must all allow, so adding
 // one could not help.
-func allowV2(loc location, target []*devconfig.Rule) error {
+func allowV2(loc location, target []rule) error {
 	dir := loc.dir()
 	// BPF_PROG_QUERY and BPF_PROG_ATTACH refuse O_PATH descriptors.
 	dirFd, err := openCgroupDir(loc, unix.CGROUP2_SUPER_MAGIC, unix.O_RDONLY)
@@ -180,19 +176,16 @@ func allowV2(loc location, target []*devconfig.Rule) error {
 	if len(before) == 0 {
 		return nil // nothing restricts devices in this hierarchy
 	}
-	if cgroups.DevicesSetV2 == nil {
-		return errors.New("internal error: github.com/opencontainers/cgroups/devices is not linked in")
+	prog, err := deviceProgram(target)
+	if err != nil {
+		return fmt.Errorf("device rules of the bundle's config.json: %w", err)
 	}
-	// The library opens a path; this one names the directory already
-	// opened and checked, whatever happens to the path meanwhile.
-	viaFd := "/proc/thread-self/fd/" + strconv.Itoa(dirFd)
-	if err := cgroups.DevicesSetV2(viaFd, &cgroups.Resources{Devices: target}); err != nil {
+	if err := replaceDevicePrograms(dirFd, before, prog); err != nil {
 		return fmt.Errorf("replace the device programs %v of %q: %w%s", before, dir, err, hint(err))
 	}
 
-	// The library skips programs it may not read (LSM policy) and ignores
-	// load errors in some rootless cases; make sure exactly the new program
-	// decides now.
+	// Programs this process may not open (LSM policy) are skipped, as runc
+	// skips them; make sure exactly the new program decides now.
 	after, err := deviceProgramIDs(dirFd)
 	if err != nil {
 		return fmt.Errorf("list the device programs of %q after replacing them: %w", dir, err)

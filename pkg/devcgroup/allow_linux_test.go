@@ -5,11 +5,11 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +18,9 @@ import (
 
 	"github.com/moby/sys/mountinfo"
 	"github.com/opencontainers/cgroups"
+	// Registers cgroups.DevicesSetV2, runc's program generator: the
+	// tests' oracle and their stand-in for the runtime.
+	_ "github.com/opencontainers/cgroups/devices"
 	devconfig "github.com/opencontainers/cgroups/devices/config"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -33,7 +36,8 @@ const (
 
 // TestProbeHelper is not a test. Re-executed with probeCgroupsEnv set, the
 // test binary moves itself into the given cgroups, opens each node read-only
-// and prints "errno<TAB>path" per node (errno 0: opened), then exits.
+// (or does what probeOp reads in the line) and prints "errno<TAB>line" per
+// node (errno 0: done), then exits.
 func TestProbeHelper(t *testing.T) {
 	cgs := os.Getenv(probeCgroupsEnv)
 	if cgs == "" {
@@ -47,14 +51,7 @@ func TestProbeHelper(t *testing.T) {
 		}
 	}
 	for _, node := range strings.Split(os.Getenv(probeNodesEnv), "\n") {
-		fd, err := unix.Open(node, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		var errno unix.Errno
-		if err == nil {
-			unix.Close(fd)
-		} else if !errors.As(err, &errno) {
-			errno = unix.EIO
-		}
-		fmt.Printf("%d\t%s\n", int(errno), node)
+		fmt.Printf("%d\t%s\n", int(probeOp(node)), node)
 	}
 	os.Exit(0)
 }
@@ -257,7 +254,7 @@ func specRulesOnlyNull() []specs.LinuxDeviceCgroup {
 // attachLikeRunc attaches the device program runc builds for spec.
 func attachLikeRunc(t *testing.T, cg string, spec []specs.LinuxDeviceCgroup) {
 	t.Helper()
-	var rules []*devconfig.Rule
+	var rules []rule
 	for _, s := range spec {
 		r, err := specRule(s)
 		if err != nil {
@@ -266,9 +263,22 @@ func attachLikeRunc(t *testing.T, cg string, spec []specs.LinuxDeviceCgroup) {
 		rules = append(rules, r)
 	}
 	rules = append(rules, runtimeDefaults()...)
-	if err := cgroups.DevicesSetV2(cg, &cgroups.Resources{Devices: rules}); err != nil {
+	if err := cgroups.DevicesSetV2(cg, &cgroups.Resources{Devices: libraryRules(rules)}); err != nil {
 		t.Fatalf("attach the runc-style program: %v", err)
 	}
+}
+
+// libraryRules converts rules to runc's cgroups library's type, for the
+// library's program generator: the oracle the tests hold ours to.
+func libraryRules(rules []rule) []*devconfig.Rule {
+	var lib []*devconfig.Rule
+	for _, r := range rules {
+		lib = append(lib, &devconfig.Rule{
+			Type: devconfig.Type(r.typ), Major: r.major, Minor: r.minor,
+			Permissions: devconfig.Permissions(r.access.String()), Allow: r.allow,
+		})
+	}
+	return lib
 }
 
 func programIDs(t *testing.T, cg string) []uint32 {
@@ -408,4 +418,45 @@ func TestAllowNothing(t *testing.T) {
 	if err := Allow(1<<30, nil); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestAllowV2ReplacesSeveralPrograms: with two device programs attached
+// (runc's and another manager's, which allows everything), Allow attaches
+// its own and detaches both, as runc does; the device rules then are
+// exactly the spec's, runc's defaults and the new device.
+func TestAllowV2ReplacesSeveralPrograms(t *testing.T) {
+	requireRoot(t)
+	cg := testCgroup(t, hierarchyRoot(t, true))
+	spec := specRulesOnlyNull()
+	attachLikeRunc(t, cg, spec)
+	allowAll, err := deviceProgram(parseRules(t, "allow a *:* rwm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(cg, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := replaceDevicePrograms(fd, nil, allowAll); err != nil {
+		t.Fatal(err)
+	}
+	before := programIDs(t, cg)
+	if len(before) != 2 {
+		t.Fatalf("programs attached by the setup: %v, want two", before)
+	}
+	nodes := mknods(t, map[string][2]uint32{"null": {1, 3}, "kmsg": {1, 11}, "fuse": {10, 229}})
+	unrestricted(t, nodes)
+	pid := holder(t, cg)
+
+	if err := Allow(pid, spec, devnode.Node{Major: 10, Minor: 229}); err != nil {
+		t.Fatal(err)
+	}
+	after := programIDs(t, cg)
+	if len(after) != 1 || slices.Contains(before, after[0]) {
+		t.Errorf("programs attached after Allow: %v (before %v), want exactly one new one", after, before)
+	}
+	wantOpen(t, "after Allow", probe(t, []string{cg}, nodes["null"], nodes["kmsg"], nodes["fuse"]), map[string]unix.Errno{
+		nodes["null"]: 0, nodes["kmsg"]: unix.EPERM, nodes["fuse"]: 0,
+	})
 }

@@ -5,6 +5,9 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/opencontainers/cgroups"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/coldrun"
 )
@@ -43,4 +46,32 @@ func BenchmarkAllowFresh(b *testing.B) {
 		b.Fatal(err)
 	}
 	coldrun.Bench(b, []string{"allow"}, pidEnv+"="+strconv.Itoa(pid))
+}
+
+// BenchmarkAllowFreshV2Program measures Allow in a fresh process for a pid
+// in a cgroup v2 cgroup holding runc's device program, as on a host with
+// only the unified hierarchy (WSL's current layout): it loads a program
+// and replaces the old one. allow-cold-us/op and allow-faults/op are
+// Allow's, medians.
+func BenchmarkAllowFreshV2Program(b *testing.B) {
+	requireRoot(b)
+	v2 := testCgroup(b, hierarchyRoot(b, true))
+	if err := cgroups.DevicesSetV2(v2, &cgroups.Resources{Devices: libraryRules(append(mustSpecRules(b, specRulesOnlyNull()), runtimeDefaults()...))}); err != nil {
+		b.Fatal(err)
+	}
+	pid := holder(b, v2)
+	coldrun.Bench(b, []string{"allow"}, pidEnv+"="+strconv.Itoa(pid))
+}
+
+func mustSpecRules(tb testing.TB, spec []specs.LinuxDeviceCgroup) []rule {
+	tb.Helper()
+	var rules []rule
+	for _, s := range spec {
+		r, err := specRule(s)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		rules = append(rules, r)
+	}
+	return rules
 }

@@ -18,13 +18,17 @@
 //     cgroup decide, and every attached program must allow an access. A
 //     second, allowing program therefore cannot widen anything: the
 //     existing program is replaced by one generated from the complete rule
-//     list, exactly as runc generates it (runc's own code, from
-//     github.com/opencontainers/cgroups): the bundle's
-//     linux.resources.devices, then the devices runc always allows
-//     (/dev/null, zero, full, random, urandom, tty, ptmx, pts/*, net/tun and
-//     mknod of any node; crun also allows /dev/console), then the new rule.
-//     If no program is attached, nothing restricts devices there and nothing
-//     is done.
+//     list: the bundle's linux.resources.devices, then the devices runc
+//     always allows (/dev/null, zero, full, random, urandom, tty, ptmx,
+//     pts/*, net/tun and mknod of any node; crun also allows /dev/console),
+//     then the new rule. The program is the one runc's cgroups library
+//     generates for those rules, instruction for instruction (tests hold
+//     it to the library's), but written here: the library's package would
+//     link cilium/ebpf, godbus, net and crypto into every start. It is
+//     named wsl_gpu_hook (`bpftool cgroup tree` shows it) and replaces the
+//     old one as runc does: BPF_F_REPLACE for one old program, attach then
+//     detach for several. If no program is attached, nothing restricts
+//     devices there and nothing is done.
 //
 // A pid that has neither a v1 devices cgroup nor a device program on its v2
 // cgroup is not restricted at all; Allow then changes nothing and returns nil.
@@ -46,9 +50,8 @@
 // device, Allow cannot help.
 //
 // Directories are opened with openat2 (Linux 5.6, older than any WSL2
-// kernel in use). The cgroups library logs through logrus's standard logger
-// in rare cases (several programs found, odd kernels); a hook should point
-// that logger away from stderr.
+// kernel in use). A rule set runc itself refuses (one that takes access
+// away from part of a wildcard rule) is refused here too.
 //
 // # What it never does
 //

@@ -1,7 +1,6 @@
 package devcgroup
 
 import (
-	"fmt"
 	"slices"
 	"testing"
 
@@ -70,11 +69,7 @@ func TestTargetRules(t *testing.T) {
 			}
 			var got []string
 			for _, r := range rules {
-				verb := "deny"
-				if r.Allow {
-					verb = "allow"
-				}
-				got = append(got, fmt.Sprintf("%s %s", verb, r.CgroupString()))
+				got = append(got, r.String())
 			}
 			want := slices.Concat(tt.want, defaults, []string{"allow c 10:63 rwm"})
 			if !slices.Equal(got, want) {

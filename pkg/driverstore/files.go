@@ -1,13 +1,13 @@
 package driverstore
 
 import (
-	"debug/elf"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/elfinfo"
 )
 
 // FileKind says what a listed file is to the Linux side.
@@ -80,31 +80,23 @@ func elfFile(p string) (File, bool, error) {
 		return File{}, false, fmt.Errorf("open %s: %w", p, err)
 	}
 	defer fd.Close()
-	var magic [4]byte
-	if _, err := io.ReadFull(fd, magic[:]); err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return File{}, false, nil
-		}
+	ef, err := elfinfo.Read(fd)
+	var damaged *elfinfo.FormatError
+	switch {
+	case errors.Is(err, elfinfo.ErrNotELF):
+		return File{}, false, nil
+	case errors.As(err, &damaged):
+		return File{}, false, fmt.Errorf("%s is a damaged ELF file: %w", p, err)
+	case err != nil:
 		return File{}, false, fmt.Errorf("read %s: %w", p, err)
 	}
-	if string(magic[:]) != elf.ELFMAG {
-		return File{}, false, nil
-	}
-	ef, err := elf.NewFile(fd)
-	if err != nil {
-		return File{}, false, fmt.Errorf("%s is a damaged ELF file: %w", p, err)
-	}
-	defer ef.Close()
-	var f File
-	if s, err := ef.DynString(elf.DT_SONAME); err == nil && len(s) > 0 {
-		f.Soname = s[0]
-	}
+	f := File{Soname: ef.Soname}
 	switch ef.Type {
-	case elf.ET_EXEC:
+	case elfinfo.TypeExec:
 		f.Kind = Executable
-	case elf.ET_DYN:
+	case elfinfo.TypeDyn:
 		f.Kind = SharedObject
-		if isPIE(ef, f.Soname) {
+		if isPIE(ef) {
 			f.Kind = Executable
 		}
 	default:
@@ -116,19 +108,11 @@ func elfFile(p string) (File, bool, error) {
 // isPIE tells a position-independent executable from a library (both are
 // ET_DYN): the linker marks PIEs with DF_1_PIE; older ones are told by an
 // interpreter and no SONAME.
-func isPIE(ef *elf.File, soname string) bool {
-	if flags, err := ef.DynValue(elf.DT_FLAGS_1); err == nil && len(flags) > 0 && flags[0]&uint64(elf.DF_1_PIE) != 0 {
+func isPIE(ef elfinfo.File) bool {
+	if ef.Flags1&elfinfo.DF1PIE != 0 {
 		return true
 	}
-	if soname != "" {
-		return false
-	}
-	for _, p := range ef.Progs {
-		if p.Type == elf.PT_INTERP {
-			return true
-		}
-	}
-	return false
+	return ef.Soname == "" && ef.Interp
 }
 
 // NvidiaSmi says where the host has an executable nvidia-smi.

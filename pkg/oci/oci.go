@@ -20,6 +20,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/smallfile"
+
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -114,29 +116,16 @@ type Resources struct {
 // LoadSpec reads <bundle>/config.json.
 func LoadSpec(bundle string) (*Spec, error) {
 	path := filepath.Join(bundle, "config.json")
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open bundle config: %w", err)
-	}
-	defer f.Close()
-	// One buffer of the file's size, not io.ReadAll's, which starts at 512
-	// bytes and doubles: for a 10 KB config.json that was 10 read calls
-	// and as many fresh buffers in a process that reads it once. The size
-	// is only a hint: the limit holds on what is read.
-	hint := int64(0)
-	if fi, err := f.Stat(); err == nil {
-		hint = min(max(fi.Size(), 0), MaxSpecSize)
-	}
-	data, err := readAll(io.LimitReader(f, MaxSpecSize+1), hint+512)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(data) > MaxSpecSize {
-		size := int64(len(data))
-		if fi, err := f.Stat(); err == nil {
+	data, err := smallfile.Read(path, MaxSpecSize)
+	if errors.Is(err, smallfile.ErrTooLarge) {
+		size := int64(MaxSpecSize + 1)
+		if fi, err := os.Stat(path); err == nil {
 			size = fi.Size()
 		}
 		return nil, &TooLargeError{What: path, Size: size, Limit: MaxSpecSize}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bundle config: %w", err)
 	}
 	s, err := decodeSpec(data)
 	if err != nil {

@@ -106,7 +106,7 @@ func TestSpec(t *testing.T) {
 	if _, err := abs.RootPath(bundle); err == nil {
 		t.Error("RootPath without root succeeded")
 	}
-	if _, err := LoadSpec(t.TempDir()); err == nil || !strings.Contains(err.Error(), "open bundle config") {
+	if _, err := LoadSpec(t.TempDir()); err == nil || !strings.Contains(err.Error(), "bundle config: open ") {
 		t.Errorf("LoadSpec(empty dir) = %v", err)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/smallfile"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
@@ -84,7 +86,7 @@ func LUIDs(ls []dxcore.LUID) []uint64 {
 
 // BootID reads this boot's id.
 func BootID() (string, error) {
-	b, err := os.ReadFile(BootIDPath)
+	b, err := smallfile.Read(BootIDPath, 64)
 	if err != nil {
 		return "", err
 	}

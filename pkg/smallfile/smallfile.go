@@ -1,0 +1,60 @@
+package smallfile
+
+import (
+	"errors"
+	"io/fs"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrTooLarge is the error (inside a *fs.PathError) for a file longer than
+// the limit its reader set.
+var ErrTooLarge = errors.New("file too large")
+
+// Read returns the content of the file at path, which must be at most limit
+// bytes long. Errors are *fs.PathError, so errors.Is(err, fs.ErrNotExist)
+// and the like hold.
+func Read(path string, limit int) ([]byte, error) {
+	fd, err := open(path)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	// One buffer of the size fstat reports (and a byte to see the end):
+	// growing one from a small start, as os.ReadFile does for /proc, is a
+	// fresh allocation per doubling. /proc files report 0 and start at 512.
+	size := 512
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) == nil && st.Size > 0 {
+		size = int(min(st.Size, int64(limit))) + 1
+	}
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		buf = buf[:len(buf)+n]
+		if len(buf) > limit {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: ErrTooLarge}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+	}
+}
+
+func open(path string) (int, error) {
+	for {
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}
