@@ -5,9 +5,10 @@
 // container start: logrus's logger, its TextFormatter (field maps copied,
 // keys sorted, values through fmt) and the local time zone it loads from
 // /etc/localtime on first use cost about half a millisecond per start, and
-// it links encoding/json and more into the hook. A Logger renders its
-// fields once, when [Logger.With] adds them, and an entry is the time, the
-// level, the message and those fields appended to one reused buffer.
+// its code and package initialisation are in every start's binary. A
+// Logger renders its fields once, when [Logger.With] adds them, and an
+// entry is the time, the level, the message and those fields appended to
+// one reused buffer.
 //
 // The line is the one logrus's TextFormatter{DisableColors: true,
 // FullTimestamp: true} prints, byte for byte (a test holds it to logrus),
