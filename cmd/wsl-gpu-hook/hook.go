@@ -3,14 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
-	"strings"
-
-	"github.com/sirupsen/logrus"
-	"golang.org/x/sys/unix"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hooklog"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hookrun"
 )
 
@@ -28,9 +24,9 @@ func runCDIHook(cfg config.Config, stdin io.Reader, selections []string) error {
 // runJob reads a job through its entry and runs it, logging to the
 // configured log; the error is the one line runtimes show.
 func runJob(cfg config.Config, name string, entry func() (*hookrun.Job, error)) error {
-	logger, closeLog := newLogger(cfg)
-	defer closeLog()
-	log := logger.WithField("stage", name)
+	logger := openLog(cfg)
+	defer logger.Close()
+	log := logger.With("stage", name)
 	job, err := entry()
 	if err == nil {
 		err = job.Run(cfg, log)
@@ -42,24 +38,15 @@ func runJob(cfg config.Config, name string, entry func() (*hookrun.Job, error)) 
 	return nil
 }
 
-// newLogger opens the configured log file. A log that cannot be opened must
-// not cost the user their GPU, so it falls back to discarding.
-func newLogger(cfg config.Config) (*logrus.Logger, func()) {
-	log := logrus.New()
-	log.SetOutput(io.Discard)
-	log.SetFormatter(&logrus.TextFormatter{DisableColors: true, FullTimestamp: true})
-	if lvl, err := logrus.ParseLevel(strings.ToLower(cfg.LogLevel)); err == nil {
-		log.SetLevel(lvl)
-	}
-	if cfg.LogFile == "" {
-		return log, func() {}
-	}
-	// O_APPEND makes each entry (one write) land whole even when many hooks
-	// log at once.
-	f, err := os.OpenFile(cfg.LogFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE|unix.O_CLOEXEC, 0o640)
+// openLog opens the configured log at the configured level (info if the
+// level is unknown, which config.Load does not let through).
+func openLog(cfg config.Config) *hooklog.Logger {
+	level, err := hooklog.ParseLevel(cfg.LogLevel)
 	if err != nil {
-		return log, func() {}
+		level = hooklog.Info
 	}
-	log.SetOutput(f)
-	return log, func() { f.Close() }
+	// A log that cannot be opened must not cost the user their GPU: Open
+	// then returns a logger that discards, and the hook goes on.
+	log, _ := hooklog.Open(cfg.LogFile, level)
+	return log
 }

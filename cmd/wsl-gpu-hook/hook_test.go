@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -54,6 +55,47 @@ func TestHookWiring(t *testing.T) {
 			log, _ := os.ReadFile(logFile)
 			if tt.wantLog != "" && !strings.Contains(string(log), tt.wantLog) {
 				t.Fatalf("log lacks %q:\n%s", tt.wantLog, log)
+			}
+		})
+	}
+}
+
+// TestHookLogCannotOpen: a log file that cannot be opened costs the user
+// nothing: the hook runs as it would, and its error line is unchanged.
+func TestHookLogCannotOpen(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.toml")
+	logFile := filepath.Join(dir, "missing", "hook.log")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("dxg_device = \"/dev/null\"\nlog_file = %q\nlog_level = \"debug\"\n", logFile)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(dir, "bundle")
+	if err := os.MkdirAll(bundle, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	state := fmt.Sprintf(`{"ociVersion":"1.0.2","id":"c","status":"creating","pid":1,"bundle":%q}`, bundle)
+	tests := []struct{ name, env, wantErr string }{
+		{name: "no request", env: "PATH=/bin"},
+		{name: "bad request", env: "WSL_GPU_DEVICES=GPU-0", wantErr: `prestart: env WSL_GPU_DEVICES: GPU selector "GPU-0": GPU UUIDs do not exist on WSL`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := os.WriteFile(filepath.Join(bundle, "config.json"), []byte(`{"root":{"path":"rootfs"},"process":{"env":[`+strconv.Quote(tt.env)+`]}}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			err := run(context.Background(), []string{"wsl-gpu-hook", "--config", cfg, "prestart"}, strings.NewReader(state), &out, &out)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("run: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.wantErr)):
+				t.Fatalf("run error = %v, want %q", err, tt.wantErr)
+			}
+			if out.Len() != 0 {
+				t.Errorf("the hook printed %q", out.String())
+			}
+			if _, err := os.Stat(filepath.Dir(logFile)); err == nil {
+				t.Errorf("the hook made the log's directory")
 			}
 		})
 	}

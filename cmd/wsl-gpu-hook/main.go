@@ -18,8 +18,6 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/sirupsen/logrus"
-
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
@@ -30,10 +28,6 @@ import (
 var version = "dev"
 
 func main() {
-	// Libraries (opencontainers/cgroups) log through logrus's standard
-	// logger, which writes to stderr; stderr is reserved for the one line
-	// runtimes show users, and the hook logs through its own logger.
-	logrus.StandardLogger().SetOutput(io.Discard)
 	err := run(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr)
 	var admin adminCommand
 	if errors.As(err, &admin) {

@@ -8,12 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sirupsen/logrus"
-
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hooklog"
 )
 
 // bundle writes a bundle whose config.json has spec's members and returns
@@ -137,10 +136,8 @@ func TestRunDone(t *testing.T) {
 	cfg.DxgDevice = filepath.Join(t.TempDir(), "no-dxg")
 	for _, quiet := range []bool{false, true} {
 		var buf bytes.Buffer
-		l := logrus.New()
-		l.SetOutput(&buf)
 		j := &Job{Done: "nothing to do here", Quiet: quiet}
-		if err := j.Run(cfg, logrus.NewEntry(l)); err != nil {
+		if err := j.Run(cfg, hooklog.New(&buf, hooklog.Info)); err != nil {
 			t.Fatal(err)
 		}
 		if got := strings.Contains(buf.String(), "nothing to do here"); got == quiet {

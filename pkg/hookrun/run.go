@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/moby/sys/userns"
-	"github.com/sirupsen/logrus"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
@@ -16,14 +15,15 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hooklog"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/nsenter"
 )
 
 // Run carries the job out: probe, decide, log the plan, cgroup, apply.
 // The decisions are gpuplan's.
-func (j *Job) Run(cfg config.Config, log *logrus.Entry) error {
-	log = log.WithFields(logrus.Fields{"bundle": j.Bundle, "pid": j.Container.Pid})
+func (j *Job) Run(cfg config.Config, log *hooklog.Logger) error {
+	log = log.With("bundle", j.Bundle).With("pid", strconv.Itoa(j.Container.Pid))
 	if j.Done != "" {
 		if j.Quiet {
 			log.Debugf("%s", j.Done)
@@ -114,7 +114,7 @@ func HostOptions(cfg config.Config) gpuhost.Options {
 	return gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir, Ldcache: cfg.Ldcache == config.LdcacheBuiltin, ShortLived: true, CacheDir: cfg.ProbeCache}
 }
 
-func apply(rootfs string, steps []mounts.Step, log *logrus.Entry) error {
+func apply(rootfs string, steps []mounts.Step, log *hooklog.Logger) error {
 	if err := mounts.Apply(rootfs, steps, log); err != nil {
 		return mounts.Advise(err)
 	}

@@ -5,13 +5,13 @@ import (
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"github.com/sirupsen/logrus"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devcgroup"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hooklog"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
@@ -34,7 +34,7 @@ func probeStack(cfg config.Config, host gpuplan.Host, caps capability.Set) (vend
 // logStack says what the stacks got that the log should show: what was left
 // out and why, and the variables a hook cannot put into the container's
 // environment (only CDI devices and the wrapper can), unless it has them.
-func logStack(log *logrus.Entry, spec *oci.Spec, e vendorstack.Edits) {
+func logStack(log *hooklog.Logger, spec *oci.Spec, e vendorstack.Edits) {
 	for _, n := range e.Notes {
 		log.Warnf("%s", n)
 	}

@@ -11,9 +11,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hooklog"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
@@ -29,7 +29,7 @@ const maxCacheSize = 64 << 20
 // Apply carries out steps inside the root filesystem at rootfs. It must run
 // in the container's mount namespace (see nsenter). On error everything it
 // did is undone before it returns.
-func Apply(rootfs string, steps []Step, log logrus.FieldLogger) (err error) {
+func Apply(rootfs string, steps []Step, log *hooklog.Logger) (err error) {
 	root, err := unix.Open(rootfs, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open container rootfs: %w", &os.PathError{Op: "open", Path: rootfs, Err: err})
@@ -55,7 +55,9 @@ func Apply(rootfs string, steps []Step, log logrus.FieldLogger) (err error) {
 			log.Warnf("skip %s: the image has no glibc loader (%s), so the libraries are not registered with the loader: programs in it need LD_LIBRARY_PATH=%s", s.Target, glibcLoader, ContainerLibDir)
 			continue
 		}
-		log.Debugf("apply %s", s)
+		if log.Enabled(hooklog.Debug) { // not even a copy of s below the level
+			log.Debugf("apply %s", s)
+		}
 		if err := a.apply(s); err != nil {
 			return err
 		}
@@ -66,7 +68,7 @@ func Apply(rootfs string, steps []Step, log logrus.FieldLogger) (err error) {
 // applier keeps what has been done so it can be undone.
 type applier struct {
 	root int // O_PATH descriptor of the rootfs
-	log  logrus.FieldLogger
+	log  *hooklog.Logger
 	undo []func() error
 	// dirs holds the parent directories already resolved, by container
 	// path: each is resolved in the rootfs once per Apply, and later steps

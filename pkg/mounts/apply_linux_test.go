@@ -3,7 +3,6 @@ package mounts
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,10 +14,10 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/privileged"
 
 	"github.com/moby/sys/mountinfo"
-	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hooklog"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 
 	// Named for its job here: this package's tests have a type fixture.
@@ -136,11 +135,7 @@ func newFixture(t *testing.T) *fixture {
 	return fx
 }
 
-func quietLog() *logrus.Logger {
-	l := logrus.New()
-	l.SetOutput(io.Discard)
-	return l
-}
+func quietLog() *hooklog.Logger { return hooklog.Discard() }
 
 // mountedAt reports the options of the mount at p in this thread's namespace.
 func mountedAt(p string) (string, bool) {
