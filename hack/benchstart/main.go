@@ -426,6 +426,10 @@ func readCounts(work, hostName, v, report string) (roundTrips, error) {
 	var rt roundTrips
 	var rep struct {
 		Calls map[string]uint64 `json:"calls"`
+		// The driver's process object: made on the host at a process's
+		// first open of /dev/dxg, destroyed at its last close.
+		ProcessesCreated   uint64 `json:"processesCreated"`
+		ProcessesDestroyed uint64 `json:"processesDestroyed"`
 	}
 	data, err := os.ReadFile(report)
 	if err == nil {
@@ -440,6 +444,7 @@ func readCounts(work, hostName, v, report string) (roundTrips, error) {
 			rt.HostIoctls += n
 		}
 	}
+	rt.HostIoctls += rep.ProcessesCreated + rep.ProcessesDestroyed
 	data, err = os.ReadFile(filepath.Join(work, "fs-"+hostName+"-"+v+".json"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return rt, nil
@@ -1160,7 +1165,7 @@ func report(h host, times map[string][]time.Duration, counts map[string]roundTri
 		fmt.Printf("%-7s %5s ms %5s ms %5s ms %5s ms | %9s %9s | %6d %5d %6s\n", name, ms(median(t)), ms(quantile(t, 0.25)), ms(quantile(t, 0.75)), ms(slices.Min(t)),
 			adds, pair, rt.Ioctls, rt.HostIoctls, fsCount)
 	}
-	fmt.Println("ioctls: /dev/dxg ioctls of one start (dxgsim); host: those WSL forwards to the Windows host; fs: file system requests to the lib dir and drivers dir (latencyfs), each a round trip on WSL's 9p")
+	fmt.Println("ioctls: /dev/dxg ioctls of one start (dxgsim); host: the round trips to the Windows host they cause (those WSL forwards, plus the driver making and destroying the process's process object at its open and last close); fs: file system requests to the lib dir and drivers dir (latencyfs), each a round trip on WSL's 9p")
 	for _, name := range []string{"hook", "cold", "cdihook", "wrapper", "nvcdi"} {
 		if rt := counts[name]; rt.HasFS {
 			fmt.Printf("%s fs requests by kind: %s\n", name, byOp(rt.FSByOp))

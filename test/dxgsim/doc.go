@@ -66,7 +66,11 @@
 // --host-latency D delays every call WSL's driver forwards to the Windows
 // host over the VM bus (QUERYADAPTERINFO) by D, so that benchmarks see the
 // start cost as WSL shapes it (hack/benchstart passes its figure and says
-// where it comes from).
+// where it comes from). A process's first open of /dev/dxg also makes the
+// driver's process object on the host, and the release of its last dxg
+// file destroys it: dxgsim charges D at the process's first call (it sees
+// no open) and counts both (processesCreated, processesDestroyed in the
+// report).
 // dxgsim otherwise exits with CMD's status (128+N when CMD was killed by
 // signal N), 125 when it could not set up, 126/127 when CMD cannot be run.
 //

@@ -45,7 +45,7 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	fs.Var(&faults, "fault", "inject fault `F`, repeatable: "+faultNames)
 	fs.StringVar(&o.report, "report", "", "write a JSON summary to `FILE` on exit")
 	fs.Var(&folders, "folder", "report adapter N's driver store folder as `N=NAME`, as after a driver update, repeatable")
-	fs.DurationVar(&o.cfg.HostLatency, "host-latency", 0, "delay each call the driver sends to the Windows host (QUERYADAPTERINFO) by `D`, as the VM bus does; 0 answers at once (hack/benchstart passes WSL's figure)")
+	fs.DurationVar(&o.cfg.HostLatency, "host-latency", 0, "delay each call the driver sends to the Windows host (QUERYADAPTERINFO, and a process's first call: its open's process object) by `D`, as the VM bus does; 0 answers at once (hack/benchstart passes WSL's figure)")
 	fs.StringVar(&o.cfg.RemovedFile, "removed-file", "", "re-read `FILE` (one adapter index a line) at every enumeration: those adapters are gone, as when Windows removes one while running")
 	fs.StringVar(&o.cfg.FolderFile, "folder-file", "", "re-read `FILE` (lines N=NAME, as --folder) at every driver store path query: a driver update while running")
 	fs.StringVar(&o.bindHost, "bind-host", "", "show the simulated host tree `DIR` at /usr/lib/wsl and the node at /dev/dxg, in a private mount namespace")

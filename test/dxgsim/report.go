@@ -28,13 +28,17 @@ type report struct {
 	// left, HandlesOpened - HandlesClosed - HandlesReleased: handles a
 	// process still held with the device open when dxgsim stopped, and
 	// ones an ENUMADAPTERS3 overrun opened, all of them leaks.
-	HandlesOpened    uint64   `json:"handlesOpened"`
-	HandlesClosed    uint64   `json:"handlesClosed"`
-	HandlesReleased  uint64   `json:"handlesReleased"`
-	HandlesOpen      uint64   `json:"handlesOpen"`
-	Misuse           []string `json:"misuse"` // the first ones, bounded
-	MisuseTotal      int      `json:"misuseTotal"`
-	SupervisorErrors int      `json:"supervisorErrors"`
+	HandlesOpened   uint64 `json:"handlesOpened"`
+	HandlesClosed   uint64 `json:"handlesClosed"`
+	HandlesReleased uint64 `json:"handlesReleased"`
+	HandlesOpen     uint64 `json:"handlesOpen"`
+	// ProcessesCreated and ProcessesDestroyed are the driver's process
+	// objects, each a host round trip on WSL (dxg.Stats).
+	ProcessesCreated   uint64   `json:"processesCreated"`
+	ProcessesDestroyed uint64   `json:"processesDestroyed"`
+	Misuse             []string `json:"misuse"` // the first ones, bounded
+	MisuseTotal        int      `json:"misuseTotal"`
+	SupervisorErrors   int      `json:"supervisorErrors"`
 }
 
 func newReport(o options, status int, k *dxg.Kernel, sup *supervise.Supervisor) report {
@@ -48,20 +52,22 @@ func newReport(o options, status int, k *dxg.Kernel, sup *supervise.Supervisor) 
 		faults = []string{}
 	}
 	return report{
-		Profile:          o.cfg.Profile.Name,
-		Faults:           faults,
-		Command:          o.cmd,
-		ExitStatus:       status,
-		Calls:            st.Calls,
-		Failures:         st.Failures,
-		Passthrough:      sup.Passthrough(),
-		HandlesOpened:    st.HandlesOpened,
-		HandlesClosed:    st.HandlesClosed,
-		HandlesReleased:  st.HandlesReleased,
-		HandlesOpen:      st.HandlesOpened - st.HandlesClosed - st.HandlesReleased,
-		Misuse:           misuse,
-		MisuseTotal:      total,
-		SupervisorErrors: sup.Errors(),
+		Profile:            o.cfg.Profile.Name,
+		Faults:             faults,
+		Command:            o.cmd,
+		ExitStatus:         status,
+		Calls:              st.Calls,
+		Failures:           st.Failures,
+		Passthrough:        sup.Passthrough(),
+		HandlesOpened:      st.HandlesOpened,
+		HandlesClosed:      st.HandlesClosed,
+		HandlesReleased:    st.HandlesReleased,
+		HandlesOpen:        st.HandlesOpened - st.HandlesClosed - st.HandlesReleased,
+		ProcessesCreated:   st.ProcessesCreated,
+		ProcessesDestroyed: st.ProcessesDestroyed,
+		Misuse:             misuse,
+		MisuseTotal:        total,
+		SupervisorErrors:   sup.Errors(),
 	}
 }
 

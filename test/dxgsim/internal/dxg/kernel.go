@@ -129,6 +129,14 @@ type Stats struct {
 	// still open, when dxgsim stopped, plus handles an ENUMADAPTERS3
 	// overrun opened and never returned.
 	HandlesLeaked uint64
+	// ProcessesCreated and ProcessesDestroyed count the driver's process
+	// objects: the first open of /dev/dxg by a process makes one on the
+	// Windows host (dxgprocess_create -> dxgvmb_send_create_process, a
+	// VM-bus message the opener waits on) and the release of its last dxg
+	// file destroys it (dxgprocess_destroy -> dxgvmb_send_destroy_process).
+	// Each is a host round trip.
+	ProcessesCreated   uint64
+	ProcessesDestroyed uint64
 }
 
 // maxMisuse bounds the misuse lines kept verbatim so a load test that
@@ -144,9 +152,12 @@ type Kernel struct {
 	cfg  Config
 	host *host
 
-	started     time.Time
-	mu          sync.Mutex
-	procs       map[Process]*process
+	started time.Time
+	mu      sync.Mutex
+	procs   map[Process]*process
+	// created holds the processes the driver made a host process object
+	// for (Stats.ProcessesCreated), until they release it.
+	created     map[Process]bool
 	stats       Stats
 	misuse      []string
 	misuseTotal int
@@ -169,6 +180,7 @@ func New(cfg Config) (*Kernel, error) {
 		started: time.Now(),
 		host:    newHost(cfg),
 		procs:   map[Process]*process{},
+		created: map[Process]bool{},
 		stats:   Stats{Calls: map[string]uint64{}, Failures: map[string]uint64{}},
 	}, nil
 }
@@ -178,6 +190,11 @@ func New(cfg Config) (*Kernel, error) {
 // close handles and write results to mem.
 func (k *Kernel) Ioctl(c Caller, req uint32, arg uint64, mem Memory, live func() bool) Result {
 	name := RequestName(req)
+	if k.createProcess(c.Process) {
+		// On WSL the open before this call waited on it; the simulator
+		// sees no open, only the process's first dxg call.
+		k.hostRoundTrip()
+	}
 	var r Result
 	switch req {
 	case LX_DXENUMADAPTERS2:
@@ -582,6 +599,36 @@ func (k *Kernel) Tracked() []Process {
 	return ps
 }
 
+// Processes lists the processes the driver holds a process object for or a
+// handle table of: what a supervisor that stops must settle.
+func (k *Kernel) Processes() []Process {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	ps := make([]Process, 0, len(k.created))
+	for p := range k.created {
+		ps = append(ps, p)
+	}
+	for p := range k.procs {
+		if !k.created[p] {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// createProcess records p's first dxg call and reports whether it was the
+// first: the driver's process object for it is made on the host then.
+func (k *Kernel) createProcess(p Process) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.created[p] {
+		return false
+	}
+	k.created[p] = true
+	k.stats.ProcessesCreated++
+	return true
+}
+
 // ProcessExited drops p's handle table. Exit releases every file of the
 // process and the driver frees a process's handles with its last dxg file,
 // so handles still open are released, not leaked: a process that exits
@@ -590,6 +637,10 @@ func (k *Kernel) Tracked() []Process {
 func (k *Kernel) ProcessExited(p Process) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.created[p] {
+		delete(k.created, p)
+		k.stats.ProcessesDestroyed++
+	}
 	if pr := k.procs[p]; pr != nil {
 		k.stats.HandlesReleased += uint64(len(pr.handles))
 	}

@@ -16,7 +16,9 @@ func (k *Kernel) hostRoundTrip() {
 }
 
 // HostCalls counts the calls that reached the Windows host: each is one
-// VM-bus round trip on WSL.
+// VM-bus round trip on WSL. A process's first open of the device and the
+// release of its last dxg file are two more (Stats.ProcessesCreated).
 func (s Stats) HostCalls() uint64 {
-	return s.Calls["QUERYADAPTERINFO"] + s.Calls["QUERYSTATISTICS"] + s.Calls["QUERYVIDEOMEMORYINFO"]
+	return s.Calls["QUERYADAPTERINFO"] + s.Calls["QUERYSTATISTICS"] + s.Calls["QUERYVIDEOMEMORYINFO"] +
+		s.ProcessesCreated + s.ProcessesDestroyed
 }

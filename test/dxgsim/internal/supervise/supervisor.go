@@ -90,7 +90,7 @@ func (s *Supervisor) Stop() {
 	s.stopped = true
 	s.mu.Unlock()
 	s.r.stop()
-	for _, p := range s.k.Tracked() {
+	for _, p := range s.k.Processes() {
 		switch {
 		case !alive(p):
 			s.k.ProcessExited(p)
