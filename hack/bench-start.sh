@@ -35,5 +35,6 @@ $GO build -o "$bin/benchstart" ./hack/benchstart
 (cd test/latencyfs && $GO build -o "$bin/latencyfs" .)
 # The floors: an empty static Go hook, built the way the hook is.
 CGO_ENABLED=0 $GO build -trimpath -ldflags "-s -w" -o "$bin/emptyhook" ./hack/benchstart/emptyhook
-"$bin/benchstart" --runs "${RUNS:-21}" --hook "$hook" --compare "${COMPARE:-}" --empty "$bin/emptyhook" --dxgsim "$bin/dxgsim" \
+CGO_ENABLED=0 $GO build -trimpath -ldflags "-s -w" -o "$bin/dxgcall" ./hack/benchstart/dxgcall
+"$bin/benchstart" --runs "${RUNS:-21}" --hook "$hook" --compare "${COMPARE:-}" --empty "$bin/emptyhook" --dxgcall "$bin/dxgcall" --dxgsim "$bin/dxgsim" \
 	--latencyfs "$bin/latencyfs" --hosts "${HOSTS:-plain,latency}" ${FS_LATENCY:+--fs-latency "$FS_LATENCY"} ${DXG_LATENCY:+--dxg-latency "$DXG_LATENCY"} "$@"

@@ -123,6 +123,7 @@ type options struct {
 	hook       string // the hook binary to measure
 	compare    string // another hook binary, measured alongside: "" for none
 	empty      string // the empty Go hook (emptyhook): "" leaves the floors out
+	dxgcall    string // the empty Go hook plus the warm start's one dxg call (dxgcall): "" leaves it out
 	dxgsim     string
 	latencyfs  string // test/latencyfs: needed for the latency host
 	hosts      string
@@ -154,6 +155,7 @@ func main() {
 	flag.DurationVar(&o.fsLatency, "fs-latency", defaultFSLatency, "latency host: delay of each file system request to the lib dir and drivers dir (WSL's 9p; see defaultFSLatency)")
 	flag.DurationVar(&o.dxgLatency, "dxg-latency", defaultDxgLatency, "latency host: delay of each dxg call WSL forwards to the Windows host (see defaultDxgLatency)")
 	flag.StringVar(&o.empty, "empty", "", "the empty Go hook (hack/benchstart/emptyhook): adds the floor variants true and emptygo")
+	flag.StringVar(&o.dxgcall, "dxgcall", "", "the empty Go hook plus one dxg call (hack/benchstart/dxgcall): adds the hook-alone variant dxgcall")
 	flag.StringVar(&o.compare, "compare", "", "a second hook binary (an older build, say), run as another variant \"compare\"")
 	flag.StringVar(&o.cache, "cache", "/var/cache/wsl-gpu-hook-e2e", "test/e2e's cache: the Debian minbase image and the fixture's compiled objects")
 	flag.StringVar(&o.workDir, "workdir", "/var/tmp", "where the work dir goes: a disk file system, as container storage is")
@@ -259,6 +261,11 @@ func prepareAndRun(o options) error {
 			return err
 		}
 		if err := copyFile("/bin/true", filepath.Join(work, "true")); err != nil {
+			return err
+		}
+	}
+	if o.dxgcall != "" {
+		if err := copyFile(o.dxgcall, filepath.Join(work, "dxgcall")); err != nil {
 			return err
 		}
 	}
@@ -587,6 +594,10 @@ func hookOnly(work string, h host, base *specs.Spec, variants []variant, runs in
 		fmt.Printf("  of what hook adds: %s ms its binary doing nothing (size, package initialisation: binary over emptygo, paired), %s ms the start's work (hook over binary, paired)\n",
 			ms(median(paired(b.wall, floor.wall))), ms(median(paired(got["hook"].wall, b.wall))))
 	}
+	if d, ok := got["dxgcall"]; ok {
+		fmt.Printf("  of the start's work: %s ms its one dxg call (open, ENUMADAPTERS3, close: dxgcall over emptygo, paired), answered here by dxgsim through seccomp; on WSL the guest kernel answers it, and the open and the last close each wait on the host\n",
+			ms(median(paired(d.wall, floor.wall))))
+	}
 	fmt.Println("  CPU time (user+system, all threads) and page faults, medians:")
 	for _, v := range a.hooks {
 		t := got[v.name]
@@ -595,6 +606,11 @@ func hookOnly(work string, h host, base *specs.Spec, variants []variant, runs in
 			line += fmt.Sprintf("; over the empty Go hook: cpu %s ms, %d faults", ms(median(t.cpu)-median(floor.cpu)), int64(median(t.faults)-median(floor.faults)))
 		}
 		fmt.Println(line)
+	}
+	if h.name == "latency" {
+		if cost, err := fsRequestCost(h.libDir); err == nil {
+			fmt.Printf("  a file system request to the latency host costs %.0f µs here (a stat of the lib dir's root, one GETATTR through latencyfs; the modelled delay is part of it): a warm start makes 4\n", float64(cost.Nanoseconds())/1000)
+		}
 	}
 	if cost, err := faultCost(); err == nil {
 		line := fmt.Sprintf("  a page fault costs %.1f µs here (first touch of an anonymous page, median of 7 × 256)", float64(cost.Nanoseconds())/1000)
@@ -605,6 +621,24 @@ func hookOnly(work string, h host, base *specs.Spec, variants []variant, runs in
 		fmt.Println(line)
 	}
 	return nil
+}
+
+// fsRequestCost is what one request to the latency host's file system
+// costs on this machine, the delay it models included: the median of 51
+// stats of dir, the root of a latencyfs mount (one GETATTR each). A FUSE
+// server on the same two vCPUs as its callers charges more than the delay
+// it sleeps; this says how much more.
+func fsRequestCost(dir string) (time.Duration, error) {
+	var per []time.Duration
+	var st unix.Stat_t
+	for range 51 {
+		start := time.Now()
+		if err := unix.Stat(dir, &st); err != nil {
+			return 0, err
+		}
+		per = append(per, time.Since(start))
+	}
+	return median(per), nil
 }
 
 // faultCost is what one page fault costs on this machine: the time to touch
@@ -741,6 +775,11 @@ func newAlone(work string, h host, base *specs.Spec, variants []variant) (a *alo
 		// The hook's binary doing nothing: its size and its packages'
 		// initialisation, apart from the work of a start.
 		{"binary", []string{filepath.Join(work, "wsl-gpu-hook"), "version"}, nil},
+	}
+	if _, err := os.Stat(filepath.Join(work, "dxgcall")); err == nil {
+		// The one dxg call of a warm start, alone: what the simulator
+		// (and, on the latency host, the process object) charges for it.
+		a.hooks = append(a.hooks, aloneHook{"dxgcall", []string{filepath.Join(work, "dxgcall"), filepath.Join(work, "dev/dxg")}, nil})
 	}
 	if _, err := os.Stat(filepath.Join(work, "wsl-gpu-hook-compare")); err == nil {
 		a.hooks = append(a.hooks, aloneHook{"compare", []string{filepath.Join(work, "wsl-gpu-hook-compare"), "--config", h.config, "prestart"}, hook.before})
