@@ -506,6 +506,10 @@ func TestLog(t *testing.T) {
 			h.write(h.opt.LogFile, `time="2026-11-22T01:00:00Z" level=error msg="old"`+"\n"+
 				`time="2026-11-23T03:58:00Z" level=error msg="mount failed"`+"\n", 0o640)
 		}, Warn, `1 error line in the last 24 hours, latest: time="2026-11-23T03:58:00Z" level=error msg="mount failed"`},
+		{"error words inside a value", func(h *host) {
+			h.write(h.opt.LogFile, `time="2026-11-23T03:58:00Z" level=info msg="apply" bundle="/run/x level=error y"`+"\n"+
+				`time="2026-11-23T03:58:30Z" level=warn msg="skip level=fatal"`+"\n", 0o640)
+		}, OK, "no errors in the last 24 hours"},
 		{"a directory", func(h *host) { h.mkdir(h.opt.LogFile) }, Fail, "is not a regular file"},
 	}
 	for _, tt := range tests {

@@ -79,11 +79,8 @@ func recentErrors(p string, now time.Time) (int, string) {
 	}
 	n, last := 0, ""
 	for _, line := range strings.Split(string(data), "\n") {
-		if !strings.Contains(line, "level=error") && !strings.Contains(line, "level=fatal") {
-			continue
-		}
-		t, ok := logTime(line)
-		if !ok || now.Sub(t) > recent {
+		t, level, ok := logEntry(line)
+		if !ok || level != "error" && level != "fatal" || now.Sub(t) > recent {
 			continue
 		}
 		n++
@@ -92,17 +89,25 @@ func recentErrors(p string, now time.Time) (int, string) {
 	return n, last
 }
 
-func logTime(line string) (time.Time, bool) {
-	_, rest, ok := strings.Cut(line, `time="`)
+// logEntry reads the time and the level an entry begins with:
+// time="..." level=L msg=.... Only the start of the line counts: a quoted
+// value later in it (a bundle path, a message) may hold "level=error".
+func logEntry(line string) (time.Time, string, bool) {
+	rest, ok := strings.CutPrefix(line, `time="`)
 	if !ok {
-		return time.Time{}, false
+		return time.Time{}, "", false
 	}
-	v, _, ok := strings.Cut(rest, `"`)
+	v, rest, ok := strings.Cut(rest, `"`)
 	if !ok {
-		return time.Time{}, false
+		return time.Time{}, "", false
 	}
+	rest, ok = strings.CutPrefix(rest, " level=")
+	if !ok {
+		return time.Time{}, "", false
+	}
+	level, _, _ := strings.Cut(rest, " ")
 	t, err := time.Parse(time.RFC3339, v)
-	return t, err == nil
+	return t, level, err == nil
 }
 
 func isDir(p string) bool {
