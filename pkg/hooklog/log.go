@@ -34,14 +34,6 @@ const (
 
 var levelNames = [...]string{Panic: "panic", Fatal: "fatal", Error: "error", Warn: "warning", Info: "info", Debug: "debug", Trace: "trace"}
 
-// String is the level as a line shows it (logrus's names: "warning").
-func (l Level) String() string {
-	if int(l) < len(levelNames) {
-		return levelNames[l]
-	}
-	return "unknown"
-}
-
 // ParseLevel reads a level name as log_level takes it: a logrus level name
 // (panic, fatal, error, warn, warning, info, debug, trace), in any case.
 func ParseLevel(name string) (Level, error) {

@@ -134,25 +134,6 @@ func LoadSpec(bundle string) (*Spec, error) {
 	return s, nil
 }
 
-// readAll is io.ReadAll with a first buffer of n bytes (at least 512, as
-// io.ReadAll's, so Read never gets an empty buffer).
-func readAll(r io.Reader, n int64) ([]byte, error) {
-	b := make([]byte, 0, max(n, 512))
-	for {
-		m, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+m]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)] // grow as append does
-		}
-	}
-}
-
 // RootPath returns the container's root filesystem as a host path:
 // root.path is absolute or relative to the bundle.
 func (s *Spec) RootPath(bundle string) (string, error) {

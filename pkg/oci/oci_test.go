@@ -1,15 +1,11 @@
 package oci
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"testing/iotest"
 )
 
 func TestReadState(t *testing.T) {
@@ -158,31 +154,5 @@ func TestLoadSpecTooLarge(t *testing.T) {
 	var tl *TooLargeError
 	if !errors.As(err, &tl) || tl.Limit != MaxSpecSize {
 		t.Fatalf("error %T is not a *TooLargeError with the spec limit", err)
-	}
-}
-
-// readAll returns what io.ReadAll returns, whatever the size hint and
-// however the reader splits its data.
-func TestReadAll(t *testing.T) {
-	data := []byte(strings.Repeat("config.json ", 1000))
-	readers := map[string]func() io.Reader{
-		"whole":    func() io.Reader { return bytes.NewReader(data) },
-		"one byte": func() io.Reader { return iotest.OneByteReader(bytes.NewReader(data)) },
-		"half":     func() io.Reader { return iotest.HalfReader(bytes.NewReader(data)) },
-		"data+EOF": func() io.Reader { return iotest.DataErrReader(bytes.NewReader(data)) },
-		"limited":  func() io.Reader { return io.LimitReader(bytes.NewReader(data), 5000) },
-		"failing": func() io.Reader {
-			return io.MultiReader(bytes.NewReader(data[:100]), iotest.ErrReader(errors.New("disk on fire")))
-		},
-		"empty": func() io.Reader { return strings.NewReader("") },
-	}
-	for name, r := range readers {
-		want, wantErr := io.ReadAll(r())
-		for _, hint := range []int64{0, 1, 511, 5000, int64(len(data)), int64(len(data)) + 512, 1 << 20} {
-			got, err := readAll(r(), hint)
-			if !bytes.Equal(got, want) || fmt.Sprint(err) != fmt.Sprint(wantErr) {
-				t.Errorf("%s, hint %d: %d bytes, %v; io.ReadAll: %d bytes, %v", name, hint, len(got), err, len(want), wantErr)
-			}
-		}
 	}
 }
