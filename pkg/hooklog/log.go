@@ -3,6 +3,7 @@ package hooklog
 import (
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strconv"
@@ -93,11 +94,15 @@ func Open(path string, level Level) (*Logger, error) {
 		return Discard(), nil
 	}
 	// O_APPEND makes each write land whole at the end, even when many
-	// hooks log at once.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|unix.O_CLOEXEC, 0o640)
+	// hooks log at once. Opened with open(2) and wrapped: os.OpenFile would
+	// hand the file to the runtime's network poller (fcntl and epoll calls,
+	// and the poller's setup when it is the process's first file), which a
+	// blocking regular file does not use.
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_CLOEXEC, 0o640)
 	if err != nil {
-		return Discard(), fmt.Errorf("open log: %w", err)
+		return Discard(), fmt.Errorf("open log: %w", &fs.PathError{Op: "open", Path: path, Err: err})
 	}
+	f := os.NewFile(uintptr(fd), path)
 	l := New(f, level)
 	l.out.file = f
 	return l, nil
