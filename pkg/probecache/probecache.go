@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -149,48 +148,25 @@ func readChecked(path string) ([]byte, error) {
 	if err := checkDir(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
-	}
-	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	case int(st.Uid) != os.Geteuid():
-		return nil, fmt.Errorf("%s is owned by uid %d, not %d", path, st.Uid, os.Geteuid())
-	case st.Mode&0o022 != 0:
-		return nil, fmt.Errorf("%s is writable by others (mode %04o)", path, st.Mode&0o7777)
-	case st.Size > MaxSize:
-		return nil, fmt.Errorf("%s is %d bytes, more than a cache can be (%d)", path, st.Size, MaxSize)
-	}
-	// One buffer of the size fstat says, plus a byte to see the end.
-	data := make([]byte, 0, st.Size+1)
-	for {
-		n, err := f.Read(data[len(data):cap(data)])
-		data = data[:len(data)+n]
-		if errors.Is(err, io.EOF) {
-			break
+	// Plain system calls: os.NewFile would hand the O_NONBLOCK descriptor
+	// to the runtime's network poller and set the poller up for it.
+	data, err := smallfile.ReadVetted(path, MaxSize, unix.O_NOFOLLOW|unix.O_NONBLOCK, func(st *unix.Stat_t) error {
+		switch {
+		case st.Mode&unix.S_IFMT != unix.S_IFREG:
+			return fmt.Errorf("%s is not a regular file", path)
+		case int(st.Uid) != os.Geteuid():
+			return fmt.Errorf("%s is owned by uid %d, not %d", path, st.Uid, os.Geteuid())
+		case st.Mode&0o022 != 0:
+			return fmt.Errorf("%s is writable by others (mode %04o)", path, st.Mode&0o7777)
+		case st.Size > MaxSize:
+			return fmt.Errorf("%s is %d bytes, more than a cache can be (%d)", path, st.Size, MaxSize)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", path, err)
-		}
-		if len(data) > MaxSize {
-			break
-		}
-		if len(data) == cap(data) {
-			data = append(data, 0)[:len(data)]
-		}
-	}
-	if len(data) > MaxSize {
+		return nil
+	})
+	if errors.Is(err, smallfile.ErrTooLarge) {
 		return nil, fmt.Errorf("%s grew past %d bytes", path, MaxSize)
 	}
-	return data, nil
+	return data, err
 }
 
 func checkDir(dir string) error {

@@ -15,7 +15,16 @@ var ErrTooLarge = errors.New("file too large")
 // bytes long. Errors are *fs.PathError, so errors.Is(err, fs.ErrNotExist)
 // and the like hold.
 func Read(path string, limit int) ([]byte, error) {
-	fd, err := open(path)
+	return ReadVetted(path, limit, 0, nil)
+}
+
+// ReadVetted is Read for a file its caller must vet before trusting it
+// (owner, mode, type): path is opened with flags added to O_RDONLY and
+// O_CLOEXEC (O_NOFOLLOW, O_NONBLOCK against a FIFO), and vet, when not
+// nil, sees fstat's answer for the open file; its error is returned as it
+// is and nothing is read.
+func ReadVetted(path string, limit, flags int, vet func(*unix.Stat_t) error) ([]byte, error) {
+	fd, err := open(path, flags)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
@@ -25,8 +34,17 @@ func Read(path string, limit int) ([]byte, error) {
 	// fresh allocation per doubling. /proc files report 0 and start at 512.
 	size := 512
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) == nil && st.Size > 0 {
+	if err := unix.Fstat(fd, &st); err != nil {
+		if vet != nil {
+			return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
+		}
+	} else if st.Size > 0 {
 		size = int(min(st.Size, int64(limit))) + 1
+	}
+	if vet != nil {
+		if err := vet(&st); err != nil {
+			return nil, err
+		}
 	}
 	buf := make([]byte, 0, size)
 	for {
@@ -50,9 +68,9 @@ func Read(path string, limit int) ([]byte, error) {
 	}
 }
 
-func open(path string) (int, error) {
+func open(path string, flags int) (int, error) {
 	for {
-		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|flags, 0)
 		if err != unix.EINTR {
 			return fd, err
 		}

@@ -3,10 +3,13 @@ package smallfile
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestRead(t *testing.T) {
@@ -63,6 +66,67 @@ func TestRead(t *testing.T) {
 			}
 			if !bytes.Equal(got, tt.want) {
 				t.Errorf("Read = %d bytes %q..., want %d bytes", len(got), got[:min(len(got), 20)], len(tt.want))
+			}
+		})
+	}
+}
+
+// TestReadVetted: the vetting function sees the open file's stat and its
+// refusal is the error, with nothing read; the flags reach open(2), so a
+// link is refused with O_NOFOLLOW and a FIFO with no writer does not block
+// with O_NONBLOCK.
+func TestReadVetted(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("cached"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(file, link); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("refused")
+	regular := func(st *unix.Stat_t) error {
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return refused
+		}
+		return nil
+	}
+	nofollow := unix.O_NOFOLLOW | unix.O_NONBLOCK
+	for _, tt := range []struct {
+		name  string
+		path  string
+		flags int
+		vet   func(*unix.Stat_t) error
+		want  string
+		err   error
+	}{
+		{"accepted", file, nofollow, regular, "cached", nil},
+		{"vet sees the size", file, 0, func(st *unix.Stat_t) error {
+			if st.Size != 6 {
+				return fmt.Errorf("size %d", st.Size)
+			}
+			return nil
+		}, "cached", nil},
+		{"vet refuses", file, 0, func(*unix.Stat_t) error { return refused }, "", refused},
+		{"link with O_NOFOLLOW", link, nofollow, regular, "", unix.ELOOP},
+		{"link followed without", link, 0, regular, "cached", nil},
+		{"fifo refused, not waited on", fifo, nofollow, regular, "", refused},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ReadVetted(tt.path, 100, tt.flags, tt.vet)
+			if tt.err != nil {
+				if !errors.Is(err, tt.err) {
+					t.Fatalf("ReadVetted = %q, %v; want error %v", got, err, tt.err)
+				}
+				return
+			}
+			if err != nil || string(got) != tt.want {
+				t.Fatalf("ReadVetted = %q, %v; want %q", got, err, tt.want)
 			}
 		})
 	}
