@@ -89,6 +89,12 @@ type Config struct {
 	// instead of asking the Windows host again (package probecache); ""
 	// disables it.
 	ProbeCache string `toml:"probe_cache"`
+	// SysfsDir is the sysfs root where a start with a cached probe reads
+	// which devices the GPU driver (dxgkrnl) is bound to: when they are the
+	// ones the cache was made with, the start does not open DxgDevice,
+	// which on WSL costs two round trips to the Windows host (package
+	// dxgsysfs); "" always opens it.
+	SysfsDir string `toml:"sysfs_dir"`
 	// DevicePlugin configures wsl-gpu-device-plugin, the kubelet plugin.
 	DevicePlugin DevicePlugin `toml:"device_plugin"`
 
@@ -127,6 +133,7 @@ func Default() Config {
 		DRIDir:            "/dev/dri",
 		WSLgDir:           "/mnt/wslg",
 		ProbeCache:        "/run/wsl-gpu-hook",
+		SysfsDir:          "/sys",
 		DevicePlugin: DevicePlugin{
 			NVIDIAResource: "nvidia.com/gpu", AMDResource: "amd.com/gpu",
 			IntelResource: "gpu.intel.com/dxg", OtherResource: "wsl-gpu-hook.dev/dxg", NPUResource: "wsl-gpu-hook.dev/npu",

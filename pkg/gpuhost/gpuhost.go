@@ -15,6 +15,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxgsysfs"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probecache"
@@ -40,6 +41,10 @@ type Options struct {
 	// CacheDir, when not "", is where Probe keeps its answer for the
 	// next start and looks for the last one (package probecache).
 	CacheDir string
+	// Sysfs, when not "", is the sysfs root where a cached start reads
+	// which devices the GPU driver is bound to (package dxgsysfs): when
+	// they are the ones the cache was made with, /dev/dxg is not opened.
+	Sysfs string
 	// Cached, when set, hears whether the cache answered and, if not,
 	// why (nil when there was no cache to use), for the log.
 	Cached func(hit bool, miss error)
@@ -57,7 +62,10 @@ type Options struct {
 // (package probecache): if the boot, the paths, the lib dir's and drivers
 // dir's stats and the listed adapters' LUIDs are unchanged, no adapter is
 // queried and nothing else is read; otherwise it probes and caches the
-// answer when every adapter resolved.
+// answer when every adapter resolved. With o.Sysfs too, the devices the
+// driver is bound to stand in for the listing when the cache was made
+// with the same ones and they named every adapter then: /dev/dxg is not
+// opened at all.
 func Probe(node devnode.Node, o Options) (gpuplan.Host, []error, error) {
 	if o.CacheDir == "" {
 		return probe(node, o, nil)
@@ -69,8 +77,18 @@ func Probe(node devnode.Node, o Options) (gpuplan.Host, []error, error) {
 	if driversDir == "" {
 		driversDir = driverstore.DefaultDriversDir
 	}
-	now := &probecache.Key{Device: node.Path, LibDir: libDir, DriversDir: driversDir, Details: o.Details, Ldcache: o.Ldcache}
+	now := &probecache.Key{Device: node.Path, LibDir: libDir, DriversDir: driversDir, Details: o.Details, Ldcache: o.Ldcache, Sysfs: o.Sysfs}
 	var err error
+	// The bound devices are read before the host is asked, as the stamps
+	// are: a device that comes or goes meanwhile leaves a reading the
+	// next start will not match, or one that does not cover the listing.
+	var bound dxgsysfs.Reading
+	if o.Sysfs != "" {
+		// No reading (not WSL, an older kernel) only means asking /dev/dxg.
+		if r, err := dxgsysfs.Read(o.Sysfs); err == nil {
+			bound, now.Bound = r, r.Stamp
+		}
+	}
 	if now.BootID, err = probecache.BootID(); err == nil {
 		// Stamps are taken before the host is asked: a change while it
 		// is asked leaves a stamp the next start will not match.
@@ -84,6 +102,12 @@ func Probe(node devnode.Node, o Options) (gpuplan.Host, []error, error) {
 	}
 	path := probecache.Path(o.CacheDir, now)
 	cachedKey, cached, miss := probecache.Load(path, now)
+	if cached != nil && cachedKey.Listed(now) {
+		if o.Cached != nil {
+			o.Cached(true, nil)
+		}
+		return cached.Host(node, now), nil, nil
+	}
 	known := func(luids []dxcore.LUID) bool {
 		now.LUIDs = probecache.LUIDs(luids)
 		if cached == nil {
@@ -99,9 +123,20 @@ func Probe(node devnode.Node, o Options) (gpuplan.Host, []error, error) {
 	if err != nil {
 		return h, skipped, err
 	}
+	// The reading may stand in for the listing next time only if it named
+	// every adapter the listing found (see dxgsysfs).
+	now.Bound = ""
+	if bound.Covers(now.LUIDs) {
+		now.Bound = bound.Stamp
+	}
 	if h.Inventory == nil {
 		if o.Cached != nil {
 			o.Cached(true, nil)
+		}
+		if now.Bound != "" && cachedKey.Bound == "" {
+			// Made without a usable reading: with one now, the next
+			// start need not open /dev/dxg.
+			saveCache(path, now, cached, o.Cached)
 		}
 		return cached.Host(node, now), nil, nil
 	}
@@ -109,11 +144,15 @@ func Probe(node devnode.Node, o Options) (gpuplan.Host, []error, error) {
 		o.Cached(false, miss)
 	}
 	if p, perr := probecache.FromHost(h); perr == nil && len(skipped) == 0 {
-		if serr := probecache.Save(path, now, p); serr != nil && o.Cached != nil {
-			o.Cached(false, serr)
-		}
+		saveCache(path, now, p, o.Cached)
 	}
 	return h, skipped, nil
+}
+
+func saveCache(path string, k *probecache.Key, p *probecache.Probe, cached func(bool, error)) {
+	if err := probecache.Save(path, k, p); err != nil && cached != nil {
+		cached(false, err)
+	}
 }
 
 // probe asks the host; known, when set, is dxcore.Options.Known, and when

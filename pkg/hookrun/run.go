@@ -111,7 +111,7 @@ func (j *Job) Run(cfg config.Config, log *hooklog.Logger) error {
 // HostOptions is how a hook probes the host: one short-lived process with
 // one /dev/dxg fd.
 func HostOptions(cfg config.Config) gpuhost.Options {
-	return gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir, Ldcache: cfg.Ldcache == config.LdcacheBuiltin, ShortLived: true, CacheDir: cfg.ProbeCache}
+	return gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir, Ldcache: cfg.Ldcache == config.LdcacheBuiltin, ShortLived: true, CacheDir: cfg.ProbeCache, Sysfs: cfg.SysfsDir}
 }
 
 func apply(rootfs string, steps []mounts.Step, log *hooklog.Logger) error {

@@ -40,6 +40,8 @@ func encode(k *Key, p *Probe) []byte {
 	}
 	e.stamp(k.Lib)
 	e.stamp(k.Drivers)
+	e.str(k.Sysfs)
+	e.str(k.Bound)
 
 	e.u32(uint32(len(p.Adapters)))
 	for _, a := range p.Adapters {
@@ -115,6 +117,8 @@ func decode(data []byte) (*Key, *Probe, error) {
 	}
 	k.Lib = d.stamp()
 	k.Drivers = d.stamp()
+	k.Sysfs = d.str()
+	k.Bound = d.str()
 
 	p := &Probe{}
 	if n := d.count(8); n > 0 {

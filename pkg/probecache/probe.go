@@ -82,6 +82,7 @@ const (
 	maxAdapters = 64 // D3DKMT_ADAPTERS_MAX
 	maxEntries  = 32768
 	maxString   = 4096
+	maxBound    = 64 << 10 // two listings of up to 1024 entries
 )
 
 // validate checks that p is something a probe under k could have made:
@@ -95,6 +96,12 @@ func (p *Probe) validate(k *Key) error {
 		if !filepath.IsAbs(d) || filepath.Clean(d) != d {
 			return bad("path %q is not clean and absolute", d)
 		}
+	}
+	if k.Sysfs != "" && (!filepath.IsAbs(k.Sysfs) || filepath.Clean(k.Sysfs) != k.Sysfs) {
+		return bad("sysfs root %q is not clean and absolute", k.Sysfs)
+	}
+	if k.Bound != "" && k.Sysfs == "" || len(k.Bound) > maxBound {
+		return bad("a %d-byte bound-devices stamp for sysfs root %q", len(k.Bound), k.Sysfs)
 	}
 	if len(k.LUIDs) == 0 || len(k.LUIDs) > maxAdapters || len(p.Adapters) != len(k.LUIDs) {
 		return bad("%d adapters for %d LUIDs", len(p.Adapters), len(k.LUIDs))

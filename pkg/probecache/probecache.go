@@ -26,8 +26,8 @@ const MaxSize = 256 << 10
 const BootIDPath = "/proc/sys/kernel/random/boot_id"
 
 // version is the file format (codec.go); a file of another version is a
-// miss. Version 1 was JSON.
-const version = 2
+// miss. Version 1 was JSON; 2 had no sysfs reading.
+const version = 3
 
 // Stamp is what one stat of a directory says about its state.
 type Stamp struct {
@@ -63,6 +63,12 @@ type Key struct {
 	// LUIDs are the listed adapters' LUIDs in enumeration order.
 	LUIDs        []uint64
 	Lib, Drivers Stamp
+	// Sysfs is the sysfs root the driver's bound devices were read from
+	// ("" when not configured), and Bound their reading's stamp
+	// (dxgsysfs.Reading.Stamp). A cached key has Bound only when that
+	// reading named every adapter the enumeration found, so that an equal
+	// reading later can stand in for the enumeration (Listed).
+	Sysfs, Bound string
 }
 
 // Serves reports whether a probe made under k answers a start whose
@@ -71,7 +77,14 @@ func (k *Key) Serves(now *Key) bool {
 	return k.BootID == now.BootID && k.BootID != "" &&
 		k.Device == now.Device && k.LibDir == now.LibDir && k.DriversDir == now.DriversDir &&
 		(k.Details || !now.Details) && (k.Ldcache || !now.Ldcache) &&
-		slices.Equal(k.LUIDs, now.LUIDs) && k.Lib == now.Lib && k.Drivers == now.Drivers
+		slices.Equal(k.LUIDs, now.LUIDs) && k.Lib == now.Lib && k.Drivers == now.Drivers &&
+		k.Sysfs == now.Sysfs && (k.Bound == "" || k.Bound == now.Bound)
+}
+
+// Listed reports whether the devices now bound are the ones k was made
+// with, so that k's LUIDs are the adapters' without asking /dev/dxg.
+func (k *Key) Listed(now *Key) bool {
+	return k.Bound != "" && k.Bound == now.Bound
 }
 
 // LUIDs turns an enumeration's LUIDs into a Key's.

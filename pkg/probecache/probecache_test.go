@@ -202,6 +202,40 @@ func restamp(t *testing.T, w *world, k *probecache.Key) {
 	}
 }
 
+// TestBoundDevices: a cache made with a bound-devices stamp serves only a
+// start that reads the same one, and only then stands in for the listing
+// (Listed); one made without serves any start through its LUIDs; one made
+// under another sysfs root serves none.
+func TestBoundDevices(t *testing.T) {
+	const a, b = "0\nbind 7\nx 9\n1\n", "0\nbind 7\ny 10\n1\n"
+	for _, tt := range []struct {
+		name                string
+		cachedSysfs, cached string // the cache's root and stamp
+		nowSysfs, now       string // the start's
+		serves, listed      bool
+	}{
+		{"same devices", "/sys", a, "/sys", a, true, true},
+		{"other devices", "/sys", a, "/sys", b, false, false},
+		{"no reading now", "/sys", a, "/sys", "", false, false},
+		{"cache made without a usable reading", "/sys", "", "/sys", a, true, false},
+		{"neither has one", "/sys", "", "/sys", "", true, false},
+		{"another sysfs root", "/sys", a, "/sim/sys", a, false, false},
+		{"sysfs turned off", "/sys", "", "", "", false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			k := &probecache.Key{BootID: "b", Device: "/dev/dxg", LibDir: "/l", DriversDir: "/d", LUIDs: []uint64{1}, Sysfs: tt.cachedSysfs, Bound: tt.cached}
+			now := *k
+			now.Sysfs, now.Bound = tt.nowSysfs, tt.now
+			if got := k.Serves(&now); got != tt.serves {
+				t.Errorf("Serves = %v, want %v", got, tt.serves)
+			}
+			if got := tt.serves && k.Listed(&now); got != tt.listed {
+				t.Errorf("served and Listed = %v, want %v", got, tt.listed)
+			}
+		})
+	}
+}
+
 // TestHostileFiles: a corrupt, hostile or half-written file is a miss, and
 // the next Save replaces it with one that hits.
 func TestHostileFiles(t *testing.T) {
@@ -256,6 +290,10 @@ func TestHostileFiles(t *testing.T) {
 			data[details] = 2
 			return data
 		})},
+		{"a bound-devices stamp without a sysfs root", edit(func(k *probecache.Key, _ *probecache.Probe) {
+			k.Sysfs, k.Bound = "", "0\nbind 7\n"
+		})},
+		{"a relative sysfs root", edit(func(k *probecache.Key, _ *probecache.Probe) { k.Sysfs = "sys" })},
 		{"folder escapes the drivers dir", edit(func(_ *probecache.Key, p *probecache.Probe) {
 			p.Folders[0].Name = "../../../etc/" + p.Folders[0].Name
 		})},

@@ -61,7 +61,7 @@ func containerEdits(spec *oci.Spec, req request.Selection, node devnode.Node, o 
 	// log: the wrapper then adds what needs no adapter and lets it.
 	var adapters []driverstore.Adapter
 	if probe.ROCm.Lib != "" || !req.All {
-		if host, _, err := gpuhost.Probe(node, gpuhost.Options{LibDir: o.Config.LibDir, DriversDir: o.Config.DriversDir, Details: !req.All, ShortLived: true, CacheDir: o.Config.ProbeCache}); err == nil {
+		if host, _, err := gpuhost.Probe(node, gpuhost.Options{LibDir: o.Config.LibDir, DriversDir: o.Config.DriversDir, Details: !req.All, ShortLived: true, CacheDir: o.Config.ProbeCache, Sysfs: o.Config.SysfsDir}); err == nil {
 			adapters = host.Inventory.Adapters
 		}
 	}
