@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probecache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/testbin"
 )
 
@@ -24,7 +26,7 @@ import (
 // under dxgsim.
 const envProbeChild = "GPUHOST_PROBE_CHILD"
 
-type probeSetup struct{ Dev, Lib, Drivers, Cache string }
+type probeSetup struct{ Dev, Lib, Drivers, Cache, Sysfs string }
 
 // probeResult is what one start's probe said.
 type probeResult struct {
@@ -51,7 +53,7 @@ func TestProbeChild(t *testing.T) {
 	var r probeResult
 	begin := time.Now()
 	h, skipped, err := Probe(node, Options{LibDir: s.Lib, DriversDir: s.Drivers,
-		Ldcache: true, ShortLived: true, CacheDir: s.Cache, Cached: func(hit bool, miss error) {
+		Ldcache: true, ShortLived: true, CacheDir: s.Cache, Sysfs: s.Sysfs, Cached: func(hit bool, miss error) {
 			r.Hit = hit
 			if miss != nil {
 				r.Miss = miss.Error()
@@ -69,29 +71,66 @@ func TestProbeChild(t *testing.T) {
 }
 
 // Round-trip budgets of one start's probe on the nvidia-laptop host (two
-// adapters): what reaches the Windows host on WSL. A warm start lists the
-// adapters in the guest and stats the lib dir and the drivers dir (one
-// GETATTR each: they are the mounts' roots, as on WSL); a cold one also
-// queries each adapter twice (ids, driver store path), walks to each
-// folder and scans the lib dir (18 libraries: lookup, open, read, flush,
-// release and getattrs each). TestProbeCacheUnderDxgsim holds the
-// probe to them so they cannot creep up unnoticed; bench-start reports
-// the whole start's.
+// adapters): what reaches the Windows host on WSL. A warm start reads the
+// devices the GPU driver is bound to in sysfs (guest-local) and stats the
+// lib dir and the drivers dir (one GETATTR each: they are the mounts'
+// roots, as on WSL); without a usable sysfs reading it lists the adapters
+// too (one ioctl, and the process object that opening /dev/dxg makes on
+// the host); a cold one also queries each adapter twice (ids, driver store
+// path), walks to each folder and scans the lib dir (18 libraries: lookup,
+// open, read, flush, release and getattrs each). The probe tests hold the
+// probe to them so they cannot creep up unnoticed; bench-start reports the
+// whole start's.
 // Host round trips count the process's dxg process object too: the
 // driver makes it on the host when the process opens /dev/dxg and destroys
 // it when the process closes its last dxg file (dxgsim models both).
-const (
-	budgetWarmIoctls, budgetWarmHostIoctls, budgetWarmFS = 1, 2, 2
-	budgetColdIoctls, budgetColdHostIoctls, budgetColdFS = 5, 6, 139
+var (
+	budgetWarm       = budget{ioctls: 0, host: 0, fs: 2}
+	budgetWarmListed = budget{ioctls: 1, host: 2, fs: 2}
+	budgetCold       = budget{ioctls: 5, host: 6, fs: 139}
 )
+
+type budget struct{ ioctls, host, fs uint64 }
+
+// checkStart holds one start to what it should have said (a hit or a miss,
+// the folders) and to its budget: the warm one given for a hit, the cold
+// one for a miss, which must have asked the host.
+func checkStart(t *testing.T, r probeResult, calls, fs map[string]uint64, hit bool, warm budget, folders ...string) {
+	t.Helper()
+	if r.Hit != hit || !slices.Equal(r.Folders, folders) {
+		t.Errorf("probe: hit %v (miss %q), folders %v; want hit %v, folders %v", r.Hit, r.Miss, r.Folders, hit, folders)
+	}
+	var got budget
+	for name, n := range calls {
+		if !strings.HasPrefix(name, processObject) {
+			got.ioctls += n
+		}
+	}
+	// The process's dxg process object: made on the host at its open,
+	// destroyed at its close, both VM-bus round trips.
+	got.host = calls["QUERYADAPTERINFO"] + calls[processObject+"created"] + calls[processObject+"destroyed"]
+	got.fs = fs["total"]
+	max := budgetCold
+	if hit {
+		max = warm
+	}
+	t.Logf("hit %v: %d ioctls (%d to the host) %v; %d file system requests %v", hit, got.ioctls, got.host, calls, got.fs, fs)
+	if got.ioctls > max.ioctls || got.host > max.host || got.fs > max.fs {
+		t.Errorf("over budget (hit %v): %d ioctls (budget %d), %d to the host (budget %d), %d file system requests (budget %d): %v %v",
+			hit, got.ioctls, max.ioctls, got.host, max.host, got.fs, max.fs, calls, fs)
+	}
+	if !hit && got.host == 0 {
+		t.Errorf("a miss sent no host query: %v", calls)
+	}
+}
 
 // TestProbeCacheUnderDxgsim: starts under the simulator, with the lib dir
 // and drivers dir served by test/latencyfs (which counts every request),
-// answer from the cache without a host query once it is warm, within the
-// round-trip budgets; a driver update (a new folder in the driver store,
-// which the host then names) or a corrupt cache file makes the next start
-// ask the host and see the new folder. Root: dxgsim makes a device node
-// and installs a seccomp listener, latencyfs mounts.
+// answer from the cache without opening /dev/dxg once it is warm, within
+// the round-trip budgets; a driver update (a new folder in the driver
+// store, which the host then names) or a corrupt cache file makes the next
+// start ask the host and see the new folder. Root: dxgsim makes a device
+// node and installs a seccomp listener, latencyfs mounts.
 func TestProbeCacheUnderDxgsim(t *testing.T) {
 	if os.Getenv(envProbeChild) != "" {
 		t.Skip("in the child")
@@ -105,30 +144,7 @@ func TestProbeCacheUnderDxgsim(t *testing.T) {
 	intel, nv := "iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea", "nvltwi.inf_amd64_7b2a5c1c4e6f8d90"
 	check := func(t *testing.T, r probeResult, calls, fs map[string]uint64, hit bool, folders ...string) {
 		t.Helper()
-		if r.Hit != hit || !slices.Equal(r.Folders, folders) {
-			t.Errorf("probe: hit %v (miss %q), folders %v; want hit %v, folders %v", r.Hit, r.Miss, r.Folders, hit, folders)
-		}
-		var ioctls uint64
-		for name, n := range calls {
-			if !strings.HasPrefix(name, processObject) {
-				ioctls += n
-			}
-		}
-		// The process's dxg process object: made on the host at its
-		// open, destroyed at its close, both VM-bus round trips.
-		host := calls["QUERYADAPTERINFO"] + calls[processObject+"created"] + calls[processObject+"destroyed"]
-		maxIoctls, maxHost, maxFS := uint64(budgetColdIoctls), uint64(budgetColdHostIoctls), uint64(budgetColdFS)
-		if hit {
-			maxIoctls, maxHost, maxFS = budgetWarmIoctls, budgetWarmHostIoctls, budgetWarmFS
-		}
-		t.Logf("hit %v: %d ioctls (%d to the host) %v; %d file system requests %v", hit, ioctls, host, calls, fs["total"], fs)
-		if ioctls > maxIoctls || host > maxHost || fs["total"] > maxFS {
-			t.Errorf("over budget (hit %v): %d ioctls (budget %d), %d to the host (budget %d), %d file system requests (budget %d): %v %v",
-				hit, ioctls, maxIoctls, host, maxHost, fs["total"], maxFS, calls, fs)
-		}
-		if !hit && host == 0 {
-			t.Errorf("a miss sent no host query: %v", calls)
-		}
+		checkStart(t, r, calls, fs, hit, budgetWarm, folders...)
 	}
 	r, calls, fs := start(t)
 	check(t, r, calls, fs, false, intel, nv)
@@ -162,6 +178,81 @@ func TestProbeCacheUnderDxgsim(t *testing.T) {
 	check(t, r, calls, fs, true, intel, updated)
 }
 
+// TestProbeCacheSysfs: what the warm start reads instead of asking
+// /dev/dxg is never trusted past a change of the adapters. Windows removes
+// an adapter (its PCI device and channel leave sysfs, the driver stops
+// listing it), brings it back, restarts it with a new LUID (its channel's
+// instance GUID changes): each makes the next start ask the host and see
+// the adapters as they are, and the start after it is warm again without
+// opening /dev/dxg. A sysfs whose channels do not name the listed LUIDs (a
+// kernel without dxgkrnl's convention) is never used in place of the
+// listing: those starts list the adapters. Root, as above.
+func TestProbeCacheSysfs(t *testing.T) {
+	if os.Getenv(envProbeChild) != "" {
+		t.Skip("in the child")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("dxgsim needs root")
+	}
+	w := newProbeWorld(t, 0)
+	p, err := simhost.Lookup("nvidia-laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	intel, nv := "iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea", "nvltwi.inf_amd64_7b2a5c1c4e6f8d90"
+	removed := filepath.Join(t.TempDir(), "removed")
+	setHost := func(t *testing.T, gone []int, luids map[int]dxcore.LUID, sysfsLUIDs map[int]dxcore.LUID) []string {
+		t.Helper()
+		var lines string
+		for _, i := range gone {
+			lines += fmt.Sprintf("%d\n", i)
+		}
+		if err := os.WriteFile(removed, []byte(lines), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if sysfsLUIDs == nil {
+			sysfsLUIDs = luids
+		}
+		if err := fixture.SysfsDevices(w.s.Sysfs, p, gone, sysfsLUIDs); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"--removed-file", removed}
+		for i, l := range luids {
+			args = append(args, "--luid", fmt.Sprintf("%d=%#x", i, l.Uint64()))
+		}
+		return args
+	}
+	steps := []struct {
+		name             string
+		gone             []int
+		luids, sysfsOnly map[int]dxcore.LUID
+		folders          []string
+		warm             budget // a warm start's
+	}{
+		{"as built", nil, nil, nil, []string{intel, nv}, budgetWarm},
+		{"NVIDIA adapter removed", []int{1}, nil, nil, []string{intel}, budgetWarm},
+		{"NVIDIA adapter back", nil, nil, nil, []string{intel, nv}, budgetWarm},
+		{"NVIDIA adapter restarted with a new LUID", nil, map[int]dxcore.LUID{1: {Low: 0x4486d2}}, nil, []string{intel, nv}, budgetWarm},
+		{"sysfs names other LUIDs", nil, nil, map[int]dxcore.LUID{1: {Low: 0x777}}, []string{intel, nv}, budgetWarmListed},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			args := setHost(t, s.gone, s.luids, s.sysfsOnly)
+			r, calls, fs := w.start(t, args...)
+			checkStart(t, r, calls, fs, false, s.warm, s.folders...)
+			for range 2 {
+				r, calls, fs = w.start(t, args...)
+				checkStart(t, r, calls, fs, true, s.warm, s.folders...)
+				// Under the budget is not enough here: a start that may
+				// not trust sysfs must have listed the adapters.
+				if listed := calls["ENUMADAPTERS3"] == 1; listed != (s.warm == budgetWarmListed) {
+					t.Errorf("warm start listed the adapters: %v, want %v (%v)", listed, s.warm == budgetWarmListed, calls)
+				}
+			}
+		})
+	}
+}
+
 // probeWorld is the nvidia-laptop host under dxgsim with its lib dir and
 // drivers dir served by latencyfs, both with latency per host request.
 type probeWorld struct {
@@ -181,7 +272,14 @@ func newProbeWorld(tb testing.TB, latency time.Duration) *probeWorld {
 	w := &probeWorld{dxgsim: dxgsim, root: fixture.Host(tb, "nvidia-laptop", fixture.Options{Stubs: true}), latency: latency}
 	mnt := tb.TempDir()
 	w.s = probeSetup{Dev: filepath.Join(tb.TempDir(), "dxg"), Lib: filepath.Join(mnt, "lib"), Drivers: filepath.Join(mnt, "drivers"),
-		Cache: filepath.Join(tb.TempDir(), "cache")}
+		Cache: filepath.Join(tb.TempDir(), "cache"), Sysfs: filepath.Join(tb.TempDir(), "sys")}
+	p, err := simhost.Lookup("nvidia-laptop")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := fixture.SysfsDevices(w.s.Sysfs, p, nil, nil); err != nil {
+		tb.Fatal(err)
+	}
 	w.fsCounts = serveCounted(tb, bin, latency, filepath.Join(w.root, fixture.LibDir)+":"+w.s.Lib, filepath.Join(w.root, fixture.DriversDir)+":"+w.s.Drivers)
 	return w
 }

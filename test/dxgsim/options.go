@@ -37,7 +37,7 @@ func (f *faultList) Set(s string) error { *f = append(*f, s); return nil }
 func parseArgs(args []string, stderr io.Writer) (options, error) {
 	var o options
 	var profile string
-	var faults, folders faultList
+	var faults, folders, luids faultList
 	fs := flag.NewFlagSet("dxgsim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&profile, "profile", "", "simulated host `NAME` (one of "+strings.Join(simhost.Names(), ", ")+")")
@@ -45,6 +45,7 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	fs.Var(&faults, "fault", "inject fault `F`, repeatable: "+faultNames)
 	fs.StringVar(&o.report, "report", "", "write a JSON summary to `FILE` on exit")
 	fs.Var(&folders, "folder", "report adapter N's driver store folder as `N=NAME`, as after a driver update, repeatable")
+	fs.Var(&luids, "luid", "report adapter N's LUID as `N=0xHEX`, as after Windows restarted the adapter, repeatable")
 	fs.DurationVar(&o.cfg.HostLatency, "host-latency", 0, "delay each call the driver sends to the Windows host (QUERYADAPTERINFO, and a process's first call: its open's process object) by `D`, as the VM bus does; 0 answers at once (hack/benchstart passes WSL's figure)")
 	fs.StringVar(&o.cfg.RemovedFile, "removed-file", "", "re-read `FILE` (one adapter index a line) at every enumeration: those adapters are gone, as when Windows removes one while running")
 	fs.StringVar(&o.cfg.FolderFile, "folder-file", "", "re-read `FILE` (lines N=NAME, as --folder) at every driver store path query: a driver update while running")
@@ -83,6 +84,11 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	}
 	for _, f := range folders {
 		if err := o.setFolder(f); err != nil {
+			problems = append(problems, err)
+		}
+	}
+	for _, l := range luids {
+		if err := o.setLUID(l); err != nil {
 			problems = append(problems, err)
 		}
 	}
@@ -140,6 +146,25 @@ func (o *options) addFault(f string) error {
 // setFolder makes adapter N report folder NAME (a Windows driver update
 // renames the folder: the hash after inf_amd64_ changes). The profile's
 // adapters are copied first: profiles are shared data.
+// setLUID makes adapter N report LUID L (N=0xL).
+func (o *options) setLUID(f string) error {
+	n, hex, ok := strings.Cut(f, "=")
+	i, err := strconv.Atoi(n)
+	if !ok || err != nil {
+		return fmt.Errorf("--luid %q: want N=0xHEX", f)
+	}
+	l, err := strconv.ParseUint(strings.TrimPrefix(hex, "0x"), 16, 64)
+	if err != nil || l == 0 {
+		return fmt.Errorf("--luid %q: want N=0xHEX, a nonzero LUID", f)
+	}
+	if i < 0 || i >= len(o.cfg.Profile.Adapters) {
+		return fmt.Errorf("--luid %q: profile %s has %d adapters", f, o.cfg.Profile.Name, len(o.cfg.Profile.Adapters))
+	}
+	o.cfg.Profile.Adapters = append([]simhost.Adapter(nil), o.cfg.Profile.Adapters...)
+	o.cfg.Profile.Adapters[i].LUIDLow, o.cfg.Profile.Adapters[i].LUIDHigh = uint32(l), uint32(l>>32)
+	return nil
+}
+
 func (o *options) setFolder(f string) error {
 	n, name, ok := strings.Cut(f, "=")
 	i, err := strconv.Atoi(n)
