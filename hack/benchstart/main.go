@@ -189,12 +189,17 @@ type host struct {
 	// cache before each start must not make the warm variants (hook, a
 	// --compare binary that may keep another file format) cold too.
 	coldConfig, coldCacheDir string
-	control                  string // latencyfs's socket; "" on the plain host
+	// compareConfig and compareCacheDir are --compare's: an older binary
+	// may not know every key (sysfs_dir) and may keep another cache
+	// format in a file of the same name, which each would then replace.
+	compareConfig, compareCacheDir string
+	control                        string // latencyfs's socket; "" on the plain host
 }
 
 func hostIn(work, name string) host {
 	h := host{name: name, config: filepath.Join(work, "hook-"+name+".toml"), cacheDir: filepath.Join(work, "cache-"+name),
-		coldConfig: filepath.Join(work, "hook-"+name+"-cold.toml"), coldCacheDir: filepath.Join(work, "cache-"+name+"-cold")}
+		coldConfig: filepath.Join(work, "hook-"+name+"-cold.toml"), coldCacheDir: filepath.Join(work, "cache-"+name+"-cold"),
+		compareConfig: filepath.Join(work, "hook-"+name+"-compare.toml"), compareCacheDir: filepath.Join(work, "cache-"+name+"-compare")}
 	switch name {
 	case "latency":
 		h.libDir, h.driversDir = filepath.Join(work, "lat", "lib"), filepath.Join(work, "lat", "drivers")
@@ -276,6 +281,9 @@ func prepareAndRun(o options) error {
 	if err := fixture.Build(filepath.Join(work, "host"), p, fixture.Options{CacheDir: filepath.Join(o.cache, "fixture")}); err != nil {
 		return fmt.Errorf("build the fixture: %w", err)
 	}
+	if err := fixture.SysfsDevices(filepath.Join(work, "sys"), p, nil, nil); err != nil {
+		return fmt.Errorf("build the simulated sysfs: %w", err)
+	}
 	lower := filepath.Join(work, "lower")
 	if err := os.MkdirAll(lower, 0o755); err != nil {
 		return err
@@ -309,9 +317,12 @@ func prepareAndRun(o options) error {
 // runHost sets up one host, counts one start of each variant, then times
 // them.
 func runHost(o options, work string, h host) error {
-	for _, c := range []struct{ path, cache string }{{h.config, h.cacheDir}, {h.coldConfig, h.coldCacheDir}} {
-		cfg := fmt.Sprintf("dxg_device = %q\nlib_dir = %q\ndrivers_dir = %q\nlog_file = %q\nprobe_cache = %q\n",
-			filepath.Join(work, "dev/dxg"), h.libDir, h.driversDir, filepath.Join(work, "hook.log"), c.cache)
+	// The hook reads the simulated guest's sysfs (fixture.SysfsDevices),
+	// as it reads /sys on WSL; --compare's binary gets the keys it knew.
+	sysfs := fmt.Sprintf("sysfs_dir = %q\n", filepath.Join(work, "sys"))
+	for _, c := range []struct{ path, cache, extra string }{{h.config, h.cacheDir, sysfs}, {h.coldConfig, h.coldCacheDir, sysfs}, {h.compareConfig, h.compareCacheDir, ""}} {
+		cfg := fmt.Sprintf("dxg_device = %q\nlib_dir = %q\ndrivers_dir = %q\nlog_file = %q\nprobe_cache = %q\n%s",
+			filepath.Join(work, "dev/dxg"), h.libDir, h.driversDir, filepath.Join(work, "hook.log"), c.cache, c.extra)
 		if err := os.WriteFile(c.path, []byte(cfg), 0o644); err != nil {
 			return err
 		}
@@ -782,7 +793,7 @@ func newAlone(work string, h host, base *specs.Spec, variants []variant) (a *alo
 		a.hooks = append(a.hooks, aloneHook{"dxgcall", []string{filepath.Join(work, "dxgcall"), filepath.Join(work, "dev/dxg")}, nil})
 	}
 	if _, err := os.Stat(filepath.Join(work, "wsl-gpu-hook-compare")); err == nil {
-		a.hooks = append(a.hooks, aloneHook{"compare", []string{filepath.Join(work, "wsl-gpu-hook-compare"), "--config", h.config, "prestart"}, hook.before})
+		a.hooks = append(a.hooks, aloneHook{"compare", []string{filepath.Join(work, "wsl-gpu-hook-compare"), "--config", h.compareConfig, "prestart"}, hook.before})
 	}
 	return a, nil
 }
@@ -950,7 +961,7 @@ func makeVariants(work string, h host, compare, floors bool) ([]variant, error) 
 		case "nvcdi":
 			v.edit = nv
 		case "compare":
-			v.edit = withHook("wsl-gpu-hook-compare")
+			v.edit = withHookConfig("wsl-gpu-hook-compare", h.compareConfig)
 		case "true":
 			v.edit = withHook("true")
 		case "emptygo":
