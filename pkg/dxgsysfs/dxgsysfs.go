@@ -1,14 +1,13 @@
 package dxgsysfs
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,42 +22,38 @@ const maxEntries = 1024
 
 // Reading is what the driver directories listed once.
 type Reading struct {
-	// Stamp is every entry of both directories, name and inode, in a
-	// fixed order: equal stamps mean the same devices are bound.
+	// Stamp is every entry of both directories, name and inode, in the
+	// order the directories list them (sysfs lists a set of entries in
+	// the same order every time; another order is only a miss): equal
+	// stamps mean the same devices are bound.
 	Stamp string
 	// Channels are the LUIDs the VM-bus directory's GUID-named entries
-	// give (dxcore.LUID.Uint64's form), sorted.
+	// give (dxcore.LUID.Uint64's form), in listing order.
 	Channels []uint64
 }
 
 // Read lists the driver directories under the sysfs root. A missing
 // directory (no dxgkrnl, not WSL) is an error errors.Is(err,
 // fs.ErrNotExist) reports.
+//
+// It runs on every warm container start, in a fresh process where each
+// new heap size class and each new page of code is a page fault: it builds
+// the stamp in one buffer straight from the getdents records, with no
+// per-entry allocation, no sorting and no string conversions.
 func Read(root string) (Reading, error) {
 	var r Reading
-	var stamp []byte
+	// Both on the stack: a driver directory lists a few attribute files and
+	// a device or two per adapter, some 50 bytes each.
+	var buf [1024]byte
+	var st [512]byte
+	stamp := st[:0]
 	for i, dir := range Dirs {
-		p := filepath.Join(root, dir)
-		entries, err := list(p)
-		if err != nil {
+		stamp = append(stamp, byte('0'+i), '\n')
+		var err error
+		if stamp, r.Channels, err = list(root+"/"+dir, buf[:], stamp, r.Channels, i == 0); err != nil {
 			return Reading{}, err
 		}
-		slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.name, b.name) })
-		stamp = strconv.AppendInt(stamp, int64(i), 10)
-		stamp = append(stamp, '\n')
-		for _, e := range entries {
-			stamp = append(stamp, e.name...)
-			stamp = append(stamp, ' ')
-			stamp = strconv.AppendUint(stamp, e.ino, 10)
-			stamp = append(stamp, '\n')
-			if i == 0 {
-				if l, ok := ChannelLUID(e.name); ok {
-					r.Channels = append(r.Channels, l)
-				}
-			}
-		}
 	}
-	slices.Sort(r.Channels)
 	r.Stamp = string(stamp)
 	return r, nil
 }
@@ -71,7 +66,7 @@ func (r Reading) Covers(luids []uint64) bool {
 		return false
 	}
 	for _, l := range luids {
-		if _, ok := slices.BinarySearch(r.Channels, l); !ok {
+		if !slices.Contains(r.Channels, l) {
 			return false
 		}
 	}
@@ -83,21 +78,41 @@ func (r Reading) Covers(luids []uint64) bool {
 // are the little-endian words of bytes 0-3, 4-5 and 6-7), so the LUID's
 // low part is the first field and its high part the next two.
 func ChannelLUID(name string) (uint64, bool) {
+	return channelLUID([]byte(name))
+}
+
+func channelLUID(name []byte) (uint64, bool) {
 	if len(name) != 36 || name[8] != '-' || name[13] != '-' || name[18] != '-' || name[23] != '-' {
 		return 0, false
 	}
-	for i, c := range []byte(name) {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			continue
-		}
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+	low, ok1 := hex(name[0:8])
+	mid, ok2 := hex(name[9:13])
+	high, ok3 := hex(name[14:18])
+	_, ok4 := hex(name[19:23])
+	_, ok5 := hex(name[24:36])
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
+		return 0, false
+	}
+	return (high<<16|mid)<<32 | low, true
+}
+
+// hex parses up to 16 hex digits.
+func hex(b []byte) (uint64, bool) {
+	var v uint64
+	for _, c := range b {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
 			return 0, false
 		}
+		v = v<<4 | uint64(c)
 	}
-	low, _ := strconv.ParseUint(name[0:8], 16, 32)
-	mid, _ := strconv.ParseUint(name[9:13], 16, 16)
-	high, _ := strconv.ParseUint(name[14:18], 16, 16)
-	return (high<<16|mid)<<32 | low, true
+	return v, true
 }
 
 // ChannelName is the VM-bus device name of an adapter's channel with the
@@ -107,63 +122,67 @@ func ChannelName(luid uint64, tail [8]byte) string {
 	return fmt.Sprintf("%08x-%04x-%04x-%x-%x", uint32(luid), uint16(luid>>32), uint16(luid>>48), tail[:2], tail[2:])
 }
 
-type entry struct {
-	name string
-	ino  uint64
-}
-
-// list reads a directory's entries with getdents64, without "." and "..".
-func list(dir string) ([]entry, error) {
+// list appends a directory's entries but "." and ".." to stamp, a line
+// "name inode" each, and with channels their LUIDs to luids.
+func list(dir string, buf, stamp []byte, luids []uint64, channels bool) ([]byte, []uint64, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+		return nil, nil, &os.PathError{Op: "open", Path: dir, Err: err}
 	}
 	defer unix.Close(fd)
-	var out []entry
-	buf := make([]byte, 8192)
+	entries := 0
 	for {
 		n, err := unix.Getdents(fd, buf)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return nil, &os.PathError{Op: "getdents", Path: dir, Err: err}
+			return nil, nil, &os.PathError{Op: "getdents", Path: dir, Err: err}
 		}
 		if n == 0 {
-			return out, nil
+			return stamp, luids, nil
 		}
-		if out, err = parse(buf[:n], out); err != nil {
-			return nil, fmt.Errorf("%s: %w", dir, err)
+		for b := buf[:n]; len(b) > 0; {
+			var name []byte
+			var ino uint64
+			if name, ino, b, err = next(b); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", dir, err)
+			}
+			if len(name) == 1 && name[0] == '.' || len(name) == 2 && name[0] == '.' && name[1] == '.' {
+				continue
+			}
+			entries++
+			stamp = append(stamp, name...)
+			stamp = append(stamp, ' ')
+			stamp = strconv.AppendUint(stamp, ino, 10)
+			stamp = append(stamp, '\n')
+			if l, ok := channelLUID(name); ok && channels {
+				luids = append(luids, l)
+			}
 		}
-		if len(out) > maxEntries {
-			return nil, fmt.Errorf("%s: more than %d entries", dir, maxEntries)
+		if entries > maxEntries {
+			return nil, nil, fmt.Errorf("%s: more than %d entries", dir, maxEntries)
 		}
 	}
 }
 
 var errBadRecord = errors.New("malformed directory record")
 
-// parse appends the linux_dirent64 records in b (ino u64, off s64,
-// reclen u16, type u8, name NUL-terminated) to out.
-func parse(b []byte, out []entry) ([]entry, error) {
+// next splits the first linux_dirent64 record off b (ino u64, off s64,
+// reclen u16, type u8, name NUL-terminated).
+func next(b []byte) (name []byte, ino uint64, rest []byte, err error) {
 	const header = 19
-	for len(b) > 0 {
-		if len(b) < header {
-			return nil, errBadRecord
-		}
-		reclen := int(binary.NativeEndian.Uint16(b[16:18]))
-		if reclen < header+1 || reclen > len(b) {
-			return nil, errBadRecord
-		}
-		name := b[header:reclen]
-		end := slices.Index(name, 0)
-		if end < 0 {
-			return nil, errBadRecord
-		}
-		if s := string(name[:end]); s != "." && s != ".." {
-			out = append(out, entry{name: s, ino: binary.NativeEndian.Uint64(b[0:8])})
-		}
-		b = b[reclen:]
+	if len(b) < header {
+		return nil, 0, nil, errBadRecord
 	}
-	return out, nil
+	reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+	if reclen < header+1 || reclen > len(b) {
+		return nil, 0, nil, errBadRecord
+	}
+	name = b[header:reclen]
+	end := bytes.IndexByte(name, 0)
+	if end < 0 {
+		return nil, 0, nil, errBadRecord
+	}
+	return name[:end], binary.NativeEndian.Uint64(b[0:8]), b[reclen:], nil
 }
