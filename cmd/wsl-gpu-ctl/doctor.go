@@ -33,6 +33,8 @@ func runDoctor(cfg config.Config, args []string, stdout io.Writer) error {
 		LogFile:    cfg.LogFile,
 		ROCmDir:    cfg.ROCmDir,
 		NoLog:      cfg.LogFile == "",
+		Sysfs:      cfg.SysfsDir,
+		NoSysfs:    cfg.SysfsDir == "",
 		Root:       *root,
 	}
 	if hook, err := hookPath(); err == nil {

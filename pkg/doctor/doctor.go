@@ -93,6 +93,10 @@ type Options struct {
 	// NoLog says the configuration disables the log (LogFile "" alone
 	// means the default).
 	NoLog bool
+	// Sysfs is the configuration's sysfs_dir, where a warm start reads
+	// which devices the GPU driver is bound to; NoSysfs says it is "".
+	Sysfs   string
+	NoSysfs bool
 
 	// Root prefixes every engine path: configuration files, hooks.d,
 	// the directories searched for binaries, and the CDI dirs.
@@ -144,6 +148,9 @@ func (o Options) withDefaults() Options {
 	def(&o.DriversDir, DefaultDriversDir)
 	if !o.NoLog {
 		def(&o.LogFile, DefaultLogFile)
+	}
+	if !o.NoSysfs {
+		def(&o.Sysfs, "/sys")
 	}
 	def(&o.ProcDir, "/proc")
 	if len(o.CDIDirs) == 0 {

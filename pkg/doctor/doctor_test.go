@@ -53,12 +53,21 @@ func newHost(t *testing.T) *host {
 	drivers := filepath.Join(gpu, fixture.DriversDir)
 	root := filepath.Join(dir, "root")
 	h.mkdir(filepath.Join(root, "proc"))
+	p, err := simhost.Lookup(laptop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sysfs := filepath.Join(dir, "sys")
+	if err := fixture.SysfsDevices(sysfs, p, nil, nil); err != nil {
+		t.Fatal(err)
+	}
 	euid := 0
 	h.opt = Options{
 		DxgDevice:  "/dev/null", // a character device everyone may open
 		LibDir:     lib,
 		DriversDir: drivers,
 		LogFile:    filepath.Join(dir, "log/hook.log"),
+		Sysfs:      sysfs,
 		Root:       root,
 		ProcDir:    filepath.Join(root, "proc"),
 		HostRoot:   filepath.Join(dir, "hostroot"),
@@ -166,6 +175,7 @@ func TestHealthyLaptop(t *testing.T) {
 	want(t, rep, "podman", OK, "not installed", "")
 	want(t, rep, "containerd", OK, "not installed", "")
 	want(t, rep, "log", OK, "does not exist yet", "")
+	want(t, rep, "warm start", OK, "names all 2 adapters: a container start with a warm probe cache does not open /dev/null", "")
 }
 
 // TestGPUFaults: each fault of the hook's fault suite names its check and
@@ -219,6 +229,12 @@ func TestGPUFaults(t *testing.T) {
 			"lib dir", Fail, "is mode 0700", "sudo chmod a+rx LIB"},
 		{"libcuda missing", func(h *host) { os.Remove(filepath.Join(h.opt.LibDir, "libcuda.so.1")) },
 			"lib dir", Fail, "lacks libcuda.so.1 although an NVIDIA adapter is present", "reinstall the NVIDIA driver"},
+		{"no dxgkrnl in sysfs", func(h *host) { os.RemoveAll(filepath.Join(h.opt.Sysfs, "bus/vmbus")) },
+			"warm start", Warn, "cannot list the GPU driver's devices in sysfs", ""},
+		{"sysfs names another LUID", func(h *host) { h.enum.Adapters[1].LUID.Low++ },
+			"warm start", Warn, "names no VM-bus channel for adapter LUID 0x4486d2", ""},
+		{"sysfs_dir turned off", func(h *host) { h.opt.Sysfs, h.opt.NoSysfs = "", true },
+			"warm start", OK, "every container start opens /dev/null to list the adapters", ""},
 		{"registry case", func(h *host) { h.enum.Adapters[1].DriverStorePath = store + strings.ToUpper(nvidiaFolder) },
 			"adapter 1", OK, "the registry spells it " + strings.ToUpper(nvidiaFolder), ""},
 	}

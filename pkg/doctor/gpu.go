@@ -13,6 +13,7 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxgsysfs"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
 
@@ -82,9 +83,43 @@ func checkGPU(o Options, r *Report) gpuFacts {
 		}
 		checkAdapter(o, r, a, &facts)
 	}
+	checkWarmStart(o, r, enum.Adapters)
 	checkLibDir(o, r, facts)
 	checkROCm(o, r, inv.Adapters)
 	return facts
+}
+
+// checkWarmStart says whether a start with a warm probe cache can leave
+// /dev/dxg closed: only when sysfs names every adapter just listed (package
+// dxgsysfs, package probecache). Either way containers get their GPUs; it
+// is what a start costs, so it is never a failure.
+func checkWarmStart(o Options, r *Report, adapters []dxcore.Adapter) {
+	const check = "warm start"
+	if o.NoSysfs {
+		r.add(check, OK, "", "sysfs_dir is \"\" in the configuration: every container start opens %s to list the adapters", o.DxgDevice)
+		return
+	}
+	dir := filepath.Join(o.Sysfs, dxgsysfs.Dirs[0])
+	reading, err := dxgsysfs.Read(o.Sysfs)
+	if err != nil {
+		r.add(check, Warn, "", "cannot list the GPU driver's devices in sysfs (%v): every container start opens %s to list the adapters, two more round trips to Windows; on a WSL kernel with dxgkrnl built in, check that sysfs_dir names sysfs", err, o.DxgDevice)
+		return
+	}
+	luids := make([]uint64, len(adapters))
+	for i, a := range adapters {
+		luids[i] = a.LUID.Uint64()
+	}
+	if !reading.Covers(luids) {
+		var missing []string
+		for _, a := range adapters {
+			if !reading.Covers([]uint64{a.LUID.Uint64()}) {
+				missing = append(missing, a.LUID.String())
+			}
+		}
+		r.add(check, Warn, "", "%s names no VM-bus channel for adapter LUID %s: the probe cache cannot trust it, and every container start opens %s to list the adapters", dir, strings.Join(missing, ", "), o.DxgDevice)
+		return
+	}
+	r.add(check, OK, "", "%s names all %d adapters: a container start with a warm probe cache does not open %s", dir, len(adapters), o.DxgDevice)
 }
 
 // checkROCm: ROCm on WSL runs on librocdxg from the host's ROCm install,
