@@ -6,9 +6,13 @@
 // On WSL each adapter query is a VM-bus message to the Windows host, and
 // /usr/lib/wsl is a 9p mount of Windows folders where every lookup, open,
 // read and close is a round trip to a file server on Windows. A start with
-// a fresh cache sends the guest-side listing (ENUMADAPTERS3, which gives the
-// LUIDs) and stats the lib dir and the drivers dir once each; nothing else
-// of the probe reaches the host.
+// a fresh cache reads in sysfs which devices the GPU driver is bound to
+// (package dxgsysfs) and stats the lib dir and the drivers dir once each;
+// nothing else of the probe reaches the host, and /dev/dxg is not opened
+// (its first open and last close in a process each wait on the host). A
+// cache made where that reading did not name every adapter is checked
+// with the guest-side listing instead (ENUMADAPTERS3, which gives the
+// LUIDs): one ioctl, and the open and close.
 //
 // A cached probe is used only when everything it depends on is unchanged:
 //
@@ -20,6 +24,11 @@
 //     new or removed adapter changes them, and so does a new boot. Windows
 //     normally gives an adapter a new LUID when it restarts it (a driver
 //     update does), but this is not relied on alone;
+//   - the devices the GPU driver is bound to in sysfs, names and inodes
+//     (Key.Bound), which stand for the LUIDs: each adapter is a PCI device
+//     and a VM-bus channel named by an instance GUID that holds its LUID.
+//     A cache keeps a reading only if it named every adapter listed when
+//     the cache was made; a different reading later is a miss;
 //   - one stat of the lib dir and of the drivers dir: device, inode, mode,
 //     modification and change times. A driver update adds a folder to the
 //     driver store (FileRepository), which moves its modification time:
