@@ -94,6 +94,16 @@ type box struct {
 	// the cgroup v1 devices hierarchy: the cgroup files it must change are
 	// missing where it looks (runc itself refuses to start without them).
 	noDevicesCgroup bool
+	// probeCache is the hook's probe_cache; "" gives the box one of its
+	// own, so its start is cold. Boxes that share one see warm starts.
+	probeCache string
+	// sysfs is the hook's sysfs_dir (a tree fixture.SysfsDevices wrote);
+	// "" keeps the default, this machine's /sys, where no dxgkrnl is.
+	sysfs string
+	// devDir is where dxgsim makes the node; "" gives the box one of its
+	// own. The probe cache is per device path: boxes that share a cache
+	// share this too.
+	devDir string
 }
 
 // simulation is how dxgsim wraps runc.
@@ -206,6 +216,9 @@ func runBox(t *testing.T, b box) *outcome {
 	}
 
 	devDir := filepath.Join(dir, "dev")
+	if b.devDir != "" {
+		devDir = b.devDir
+	}
 	if err := os.MkdirAll(devDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +228,14 @@ func runBox(t *testing.T, b box) *outcome {
 		if o.fixture == "" {
 			t.Fatal("harness: a hook with a test config needs a simulated host (box.sim)")
 		}
-		writeHookConfig(t, cfgPath, filepath.Join(devDir, "dxg"), o.fixture, logPath)
+		c := hookConfigFor(cfgPath, filepath.Join(devDir, "dxg"), o.fixture, logPath)
+		if b.probeCache != "" {
+			c.ProbeCache = b.probeCache
+		}
+		c.Sysfs = b.sysfs
+		if err := c.Write(cfgPath); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	spec := buildSpec(t, b, h, hookBin, cfgPath, id)
@@ -391,13 +411,16 @@ func buildSpec(t *testing.T, b box, h *harness, hookBin, cfgPath, id string) *sp
 // dir.
 func writeHookConfig(t *testing.T, path, dxg, host, logFile string) {
 	t.Helper()
-	// The probe cache lives in the work dir: boxes never share one, and
-	// /run is left alone.
-	c := fixture.Config{Dxg: dxg, Host: host, LogFile: logFile, LogLevel: "debug", Vendors: true,
-		ProbeCache: filepath.Join(filepath.Dir(path), "probe-cache")}
-	if err := c.Write(path); err != nil {
+	if err := hookConfigFor(path, dxg, host, logFile).Write(path); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// hookConfigFor is writeHookConfig's configuration. The probe cache lives
+// in the work dir: boxes never share one, and /run is left alone.
+func hookConfigFor(path, dxg, host, logFile string) fixture.Config {
+	return fixture.Config{Dxg: dxg, Host: host, LogFile: logFile, LogLevel: "debug", Vendors: true,
+		ProbeCache: filepath.Join(filepath.Dir(path), "probe-cache")}
 }
 
 // brokenCopy copies the fixture to dst and lets breakHost damage the copy.

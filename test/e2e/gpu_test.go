@@ -15,6 +15,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probecache"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
 
@@ -468,4 +469,61 @@ func hookStderr(runcStderr string) (string, bool) {
 		return "", false
 	}
 	return msg[i+len("stderr: "):], true
+}
+
+// TestWarmStartLeavesDxgClosed: with the GPU driver's devices listed in
+// sysfs, a start whose probe cache is warm gives the container the same
+// GPU without the hook opening /dev/dxg: dxgsim counts one process object
+// fewer than the cold start's (the hook's, a host round trip each way on
+// WSL), the hook logs the cache hit, and inside the container /dev/dxg
+// opens, libcuda loads with no LD_LIBRARY_PATH and CUDA initialises, the
+// driver folder is read-only.
+func TestWarmStartLeavesDxgClosed(t *testing.T) {
+	env(t)
+	t.Parallel()
+	const profile = "nvidia-laptop"
+	p, err := simhost.Lookup(profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sysfs := filepath.Join(t.TempDir(), "sys")
+	if err := fixture.SysfsDevices(sysfs, p, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	nvDir := ctrDrivers + "/" + folder(t, profile, simhost.FolderNVIDIA).Folder
+	cache, dev := t.TempDir(), t.TempDir()
+	start := func() (*outcome, simReport) {
+		o := runBox(t, box{
+			image: imageDebian, sim: &simulation{profile: profile}, hook: hookConfig,
+			env: []string{"WSL_GPU_DEVICES=all"}, probeCache: cache, sysfs: sysfs, devDir: dev,
+			checks: []check{
+				{"dxg-open", "fsprobe open-rw /dev/dxg"},
+				{"cudaprobe", "cudaprobe"},
+				{"write-driver", "fsprobe create " + nvDir + "/e2e-write-test"},
+			},
+		})
+		o.started(t)
+		wantOutput(t, o, "dxg-open", "open-rw /dev/dxg: ok")
+		wantContains(t, o, "cudaprobe", "cuInit(0) = 0")
+		wantContains(t, o, "write-driver", ": EROFS ")
+		var r simReport
+		if err := json.Unmarshal([]byte(o.report), &r); err != nil {
+			t.Fatalf("dxgsim report: %v\n%s", err, o.report)
+		}
+		return o, r
+	}
+	_, cold := start()
+	warm, hit := start()
+	if !strings.Contains(warm.hookLog, "host probe answered from the cache") {
+		t.Errorf("the second start's hook did not answer from its probe cache:\n%s", warm.hookLog)
+	}
+	if hit.ProcessesCreated != cold.ProcessesCreated-1 {
+		t.Errorf("dxg process objects: cold start %d, warm start %d; want one fewer (the hook's)", cold.ProcessesCreated, hit.ProcessesCreated)
+	}
+}
+
+// simReport is the part of dxgsim's --report a test reads here.
+type simReport struct {
+	Calls            map[string]uint64 `json:"calls"`
+	ProcessesCreated uint64            `json:"processesCreated"`
 }
