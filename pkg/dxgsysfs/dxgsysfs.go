@@ -73,14 +73,10 @@ func (r Reading) Covers(luids []uint64) bool {
 	return true
 }
 
-// ChannelLUID is the LUID a VM-bus device name gives, when it is an
+// channelLUID is the LUID a VM-bus device name gives, when it is an
 // instance GUID as the kernel prints it ("%pUl": the first three fields
 // are the little-endian words of bytes 0-3, 4-5 and 6-7), so the LUID's
 // low part is the first field and its high part the next two.
-func ChannelLUID(name string) (uint64, bool) {
-	return channelLUID([]byte(name))
-}
-
 func channelLUID(name []byte) (uint64, bool) {
 	if len(name) != 36 || name[8] != '-' || name[13] != '-' || name[18] != '-' || name[23] != '-' {
 		return 0, false
@@ -113,13 +109,6 @@ func hex(b []byte) (uint64, bool) {
 		v = v<<4 | uint64(c)
 	}
 	return v, true
-}
-
-// ChannelName is the VM-bus device name of an adapter's channel with the
-// given LUID: the inverse of ChannelLUID for the first eight bytes, tail
-// (the GUID's last eight bytes) as given. Simulated hosts use it.
-func ChannelName(luid uint64, tail [8]byte) string {
-	return fmt.Sprintf("%08x-%04x-%04x-%x-%x", uint32(luid), uint16(luid>>32), uint16(luid>>48), tail[:2], tail[2:])
 }
 
 // list appends a directory's entries but "." and ".." to stamp, a line

@@ -42,23 +42,20 @@ func TestChannelLUID(t *testing.T) {
 		{"bind", 0, false},
 		{"0000:00:00.0", 0, false},
 	} {
-		got, ok := ChannelLUID(tt.name)
+		got, ok := channelLUID([]byte(tt.name))
 		if got != tt.luid || ok != tt.ok {
-			t.Errorf("ChannelLUID(%q) = %#x, %v; want %#x, %v", tt.name, got, ok, tt.luid, tt.ok)
+			t.Errorf("channelLUID(%q) = %#x, %v; want %#x, %v", tt.name, got, ok, tt.luid, tt.ok)
 		}
 	}
 	// The kernel's own print of instance bytes whose first eight are a
-	// LUID gives that LUID back, and ChannelName prints the same way.
+	// LUID gives that LUID back.
 	for _, luid := range []uint64{0x4486d1, 1<<32 | 0x1a1d7, 0xfedcba9876543210} {
 		var b [16]byte
 		binary.LittleEndian.PutUint64(b[:8], luid)
 		copy(b[8:], "\x01\x02\x03\x04\x05\x06\x07\x08")
 		name := guid(b)
-		if got, ok := ChannelLUID(name); !ok || got != luid {
-			t.Errorf("ChannelLUID(%q) = %#x, %v; want %#x", name, got, ok, luid)
-		}
-		if got := ChannelName(luid, [8]byte(b[8:])); got != name {
-			t.Errorf("ChannelName(%#x) = %q, want %q", luid, got, name)
+		if got, ok := channelLUID([]byte(name)); !ok || got != luid {
+			t.Errorf("channelLUID(%q) = %#x, %v; want %#x", name, got, ok, luid)
 		}
 	}
 }
@@ -70,7 +67,7 @@ func TestRead(t *testing.T) {
 	root := t.TempDir()
 	vmbus, pci := filepath.Join(root, Dirs[0]), filepath.Join(root, Dirs[1])
 	global := "dd0b5c2b-0000-0000-0000-000000000001" // its "LUID" is no adapter's
-	nv := ChannelName(0x4486d1, [8]byte{1})
+	nv := "004486d1-0000-0000-0100-000000000000"
 	mk := func(p string) {
 		t.Helper()
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -103,10 +100,10 @@ func TestRead(t *testing.T) {
 		name string
 		do   func() error
 	}{
-		{"a new adapter's channel", func() error { return os.Symlink("x", filepath.Join(vmbus, ChannelName(0x1a1d7, [8]byte{}))) }},
+		{"a new adapter's channel", func() error { return os.Symlink("x", filepath.Join(vmbus, "0001a1d7-0000-0000-0000-000000000000")) }},
 		{"a new adapter's PCI device", func() error { return os.Symlink("x", filepath.Join(pci, "0002:00:00.0")) }},
 		{"a channel renamed (a new LUID)", func() error {
-			return os.Rename(filepath.Join(vmbus, nv), filepath.Join(vmbus, ChannelName(0x4486d2, [8]byte{1})))
+			return os.Rename(filepath.Join(vmbus, nv), filepath.Join(vmbus, "004486d2-0000-0000-0100-000000000000"))
 		}},
 		{"a PCI device removed", func() error { return os.Remove(filepath.Join(pci, "0001:00:00.0")) }},
 	}
