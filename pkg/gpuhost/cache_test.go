@@ -132,12 +132,7 @@ func checkStart(t *testing.T, r probeResult, calls, fs map[string]uint64, hit bo
 // start ask the host and see the new folder. Root: dxgsim makes a device
 // node and installs a seccomp listener, latencyfs mounts.
 func TestProbeCacheUnderDxgsim(t *testing.T) {
-	if os.Getenv(envProbeChild) != "" {
-		t.Skip("in the child")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("dxgsim needs root")
-	}
+	skipUnlessProbeParent(t)
 	w := newProbeWorld(t, 0)
 	start := w.start
 	root := w.root
@@ -188,12 +183,7 @@ func TestProbeCacheUnderDxgsim(t *testing.T) {
 // kernel without dxgkrnl's convention) is never used in place of the
 // listing: those starts list the adapters. Root, as above.
 func TestProbeCacheSysfs(t *testing.T) {
-	if os.Getenv(envProbeChild) != "" {
-		t.Skip("in the child")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("dxgsim needs root")
-	}
+	skipUnlessProbeParent(t)
 	w := newProbeWorld(t, 0)
 	p, err := simhost.Lookup("nvidia-laptop")
 	if err != nil {
@@ -250,6 +240,18 @@ func TestProbeCacheSysfs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// skipUnlessProbeParent skips a probe test in the re-run child, and without
+// root (dxgsim makes a device node and installs a seccomp listener).
+func skipUnlessProbeParent(t *testing.T) {
+	t.Helper()
+	if os.Getenv(envProbeChild) != "" {
+		t.Skip("in the child")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("dxgsim needs root")
 	}
 }
 

@@ -167,14 +167,10 @@ func readChecked(path string) ([]byte, error) {
 		switch {
 		case st.Mode&unix.S_IFMT != unix.S_IFREG:
 			return fmt.Errorf("%s is not a regular file", path)
-		case int(st.Uid) != os.Geteuid():
-			return fmt.Errorf("%s is owned by uid %d, not %d", path, st.Uid, os.Geteuid())
-		case st.Mode&0o022 != 0:
-			return fmt.Errorf("%s is writable by others (mode %04o)", path, st.Mode&0o7777)
 		case st.Size > MaxSize:
 			return fmt.Errorf("%s is %d bytes, more than a cache can be (%d)", path, st.Size, MaxSize)
 		}
-		return nil
+		return ownedAlone(path, st)
 	})
 	if errors.Is(err, smallfile.ErrTooLarge) {
 		return nil, fmt.Errorf("%s grew past %d bytes", path, MaxSize)
@@ -187,13 +183,20 @@ func checkDir(dir string) error {
 	if err := unix.Lstat(dir, &st); err != nil {
 		return &os.PathError{Op: "stat", Path: dir, Err: err}
 	}
-	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return fmt.Errorf("%s is not a directory", dir)
+	}
+	return ownedAlone(dir, &st)
+}
+
+// ownedAlone refuses what st describes unless it is this user's and no one
+// else may write it.
+func ownedAlone(path string, st *unix.Stat_t) error {
+	switch {
 	case int(st.Uid) != os.Geteuid():
-		return fmt.Errorf("%s is owned by uid %d, not %d", dir, st.Uid, os.Geteuid())
+		return fmt.Errorf("%s is owned by uid %d, not %d", path, st.Uid, os.Geteuid())
 	case st.Mode&0o022 != 0:
-		return fmt.Errorf("%s is writable by others (mode %04o)", dir, st.Mode&0o7777)
+		return fmt.Errorf("%s is writable by others (mode %04o)", path, st.Mode&0o7777)
 	}
 	return nil
 }
