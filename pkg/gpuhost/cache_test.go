@@ -241,6 +241,19 @@ func TestProbeCacheSysfs(t *testing.T) {
 			}
 		})
 	}
+	// The cache the last step made has no reading. Once sysfs names the
+	// adapters again, one start still lists them (the LUIDs match: a
+	// hit) and keeps the reading; the next leaves /dev/dxg closed.
+	t.Run("sysfs usable again", func(t *testing.T) {
+		args := setHost(t, nil, nil, nil)
+		for i, want := range []uint64{1, 0} {
+			r, calls, fs := w.start(t, args...)
+			checkStart(t, r, calls, fs, true, budgetWarmListed, intel, nv)
+			if calls["ENUMADAPTERS3"] != want {
+				t.Errorf("start %d listed the adapters %d times, want %d (%v)", i, calls["ENUMADAPTERS3"], want, calls)
+			}
+		}
+	})
 }
 
 // skipUnlessProbeParent skips a probe test in the re-run child, and without

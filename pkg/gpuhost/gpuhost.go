@@ -135,8 +135,12 @@ func Probe(node devnode.Node, o Options) (gpuplan.Host, []error, error) {
 		}
 		if now.Bound != "" && cachedKey.Bound == "" {
 			// Made without a usable reading: with one now, the next
-			// start need not open /dev/dxg.
-			saveCache(path, now, cached, o.Cached)
+			// start need not open /dev/dxg. The file keeps what it was
+			// made with (details, loader entries) that this start may
+			// not have asked for.
+			upgraded := *cachedKey
+			upgraded.Bound = now.Bound
+			saveCache(path, &upgraded, cached, o.Cached)
 		}
 		return cached.Host(node, now), nil, nil
 	}
