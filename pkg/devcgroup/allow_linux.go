@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/moby/sys/mountinfo"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
@@ -61,7 +60,7 @@ func Allow(pid int, rules []specs.LinuxDeviceCgroup, devs ...devnode.Node) error
 	if err != nil {
 		return fmt.Errorf("read the mount table: %w", err)
 	}
-	mounts, err := mountinfo.GetMountsFromReader(mountsFd, mountinfo.FSTypeFilter("cgroup", "cgroup2"))
+	mounts, err := cgroupMounts(mountsFd)
 	unix.Close(int(mountsFd))
 	if err != nil {
 		return fmt.Errorf("read the mount table: %w", err)

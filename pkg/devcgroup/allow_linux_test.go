@@ -18,6 +18,7 @@ import (
 
 	"github.com/moby/sys/mountinfo"
 	"github.com/opencontainers/cgroups"
+
 	// Registers cgroups.DevicesSetV2, runc's program generator: the
 	// tests' oracle and their stand-in for the runtime.
 	_ "github.com/opencontainers/cgroups/devices"

@@ -2,6 +2,7 @@ package devcgroup
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"path"
@@ -48,6 +49,53 @@ func parseProcCgroup(r io.Reader) (membership, error) {
 		return membership{}, err
 	}
 	return m, nil
+}
+
+// cgroupMounts reads the cgroup and cgroup2 mounts of the mount table r
+// (/proc/<pid>/mountinfo). Only their lines are parsed: a host running
+// containers has a line per overlay, volume and namespace file, and
+// parsing each costs the hook, in a fresh process, allocations and page
+// faults that grow with the number of containers. The text " - cgroup " or
+// " - cgroup2 " can only be the separator and the type: the kernel escapes
+// spaces in paths as \040, and the type comes before the source and the
+// superblock options. A malformed line of another type is not read at all.
+func cgroupMounts(r io.Reader) ([]*mountinfo.Info, error) {
+	lines, err := cgroupLines(r)
+	if err != nil {
+		return nil, err
+	}
+	return mountinfo.GetMountsFromReader(bytes.NewReader(lines), mountinfo.FSTypeFilter("cgroup", "cgroup2"))
+}
+
+// cgroupLines copies the lines of r whose type is cgroup or cgroup2. A
+// line longer than the reader's buffer (an overlay with many layers) is
+// gathered whole before it is looked at.
+func cgroupLines(r io.Reader) ([]byte, error) {
+	br := bufio.NewReaderSize(r, 4096)
+	var out, long []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			long = append(long, chunk...)
+			continue
+		}
+		line := chunk
+		if long != nil {
+			line, long = append(long, chunk...), nil
+		}
+		if bytes.Contains(line, []byte(" - cgroup ")) || bytes.Contains(line, []byte(" - cgroup2 ")) {
+			out = append(out, line...)
+			if !bytes.HasSuffix(line, []byte("\n")) {
+				out = append(out, '\n')
+			}
+		}
+		switch {
+		case err == io.EOF:
+			return out, nil
+		case err != nil:
+			return nil, err
+		}
+	}
 }
 
 // location is a cgroup directory found through a mount: the mount, and the

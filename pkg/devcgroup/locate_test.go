@@ -1,8 +1,10 @@
 package devcgroup
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -194,4 +196,103 @@ func FuzzParseProcCgroup(f *testing.F) {
 			}
 		}
 	})
+}
+
+// mountTable is a host's mount table: its own mounts with both cgroup
+// hierarchies, then overlays such as a container engine adds, n of them.
+func mountTable(n int) string {
+	var b strings.Builder
+	b.WriteString(`21 26 0:20 / /proc rw,relatime - proc proc rw
+26 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw
+27 26 0:22 / /sys/fs/cgroup ro,nosuid,nodev,noexec - tmpfs tmpfs ro,mode=755
+28 27 0:23 / /sys/fs/cgroup/unified rw,nosuid,nodev,noexec,relatime - cgroup2 cgroup2 rw,nsdelegate
+29 27 0:24 / /sys/fs/cgroup/devices rw,nosuid,nodev,noexec,relatime - cgroup cgroup rw,devices
+30 27 0:25 / /sys/fs/cgroup/cpu rw,nosuid,nodev,noexec,relatime - cgroup cgroup rw,cpu,cpuacct
+31 26 0:26 / /srv/a\040-\040cgroup\040x rw,relatime - tmpfs tmpfs rw
+32 26 0:27 / /srv/cgroup rw,relatime - tmpfs cgroup rw
+`)
+	for i := range n {
+		fmt.Fprintf(&b, "%d 26 0:%d / /var/lib/docker/overlay2/%064x/merged rw,relatime - overlay overlay rw,lowerdir=/var/lib/docker/overlay2/l/ABCDEFGHIJKLMNOPQRSTUVWXYZ,upperdir=/var/lib/docker/overlay2/%064x/diff,workdir=/var/lib/docker/overlay2/%064x/work\n", 1000+i, 100+i, i, i, i)
+	}
+	return b.String()
+}
+
+// TestCgroupMounts: reading only the cgroup lines gives what parsing the
+// whole table and keeping its cgroup mounts gives, paths that spell
+// " - cgroup " and a tmpfs whose source is "cgroup" included; a line longer
+// than the reader's buffer does not split.
+func TestCgroupMounts(t *testing.T) {
+	long := fmt.Sprintf("40 26 0:40 / /long rw - overlay overlay rw,lowerdir=%s\n", strings.Repeat("/l/x:", 10000))
+	longCgroup := fmt.Sprintf("41 27 0:41 /%s /sys/fs/cgroup/devices2 rw - cgroup cgroup rw,devices\n", strings.Repeat("deep/", 5000))
+	for _, tt := range []struct {
+		name  string
+		table string
+		want  int // cgroup mounts
+	}{
+		{"host", mountTable(0), 3},
+		{"host with 200 overlays", mountTable(200), 3},
+		{"a line longer than the buffer", mountTable(2) + long, 3},
+		{"a long cgroup line", mountTable(2) + long + longCgroup, 4},
+		{"no newline at the end", strings.TrimSuffix(mountTable(1), "\n"), 3},
+		{"no cgroup mounts", "26 1 8:1 / / rw - ext4 /dev/sda1 rw\n", 0},
+		{"empty", "", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			want, err := mountinfo.GetMountsFromReader(strings.NewReader(tt.table), mountinfo.FSTypeFilter("cgroup", "cgroup2"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := cgroupMounts(strings.NewReader(tt.table))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != tt.want || !reflect.DeepEqual(got, want) {
+				t.Errorf("cgroupMounts = %d mounts %+v\nwant %d, the full parse's %+v", len(got), got, tt.want, want)
+			}
+		})
+	}
+}
+
+// FuzzCgroupMounts: wherever the whole table parses, reading only its
+// cgroup lines gives the same cgroup mounts.
+func FuzzCgroupMounts(f *testing.F) {
+	f.Add(mountTable(3))
+	f.Add("29 27 0:24 / /sys/fs/cgroup/devices rw - cgroup cgroup rw,devices\n")
+	f.Add("1 2 3:4 / /a\\040-\\040cgroup\\040 rw - cgroup2 x rw\n")
+	f.Fuzz(func(t *testing.T, table string) {
+		want, err := mountinfo.GetMountsFromReader(strings.NewReader(table), mountinfo.FSTypeFilter("cgroup", "cgroup2"))
+		if err != nil {
+			return
+		}
+		got, err := cgroupMounts(strings.NewReader(table))
+		if err != nil {
+			t.Fatalf("cgroupMounts: %v, where the full parse succeeds", err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("cgroupMounts = %+v\nfull parse %+v", got, want)
+		}
+	})
+}
+
+// BenchmarkCgroupMounts reads a host's table with n container overlays
+// both ways, side by side: the whole table parsed and filtered (as before)
+// and only its cgroup lines.
+func BenchmarkCgroupMounts(b *testing.B) {
+	for _, n := range []int{0, 50, 200} {
+		table := mountTable(n)
+		b.Run(fmt.Sprintf("overlays=%d/whole", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := mountinfo.GetMountsFromReader(strings.NewReader(table), mountinfo.FSTypeFilter("cgroup", "cgroup2")); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("overlays=%d/cgroup-lines", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := cgroupMounts(strings.NewReader(table)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
