@@ -84,7 +84,7 @@ func TestReadSonameMatchesDebugElf(t *testing.T) {
 		if !known {
 			return nil
 		}
-		got, gotOK, err := readSoname(p, head, &scratch)
+		got, gotOK, err := readSoname(p, head, &scratch, nil)
 		if err != nil {
 			t.Errorf("readSoname(%s): %v", p, err)
 			return nil

@@ -32,6 +32,40 @@ import (
 // string are read, never whole files. Files that are not x86_64 ELF shared
 // objects, and dangling symlinks, are skipped; other read errors fail.
 func ScanDir(hostDir, containerDir string) ([]Entry, error) {
+	return ScanDirMemo(hostDir, containerDir, nil)
+}
+
+// FileID is what one stat says of a file's identity and content: a file
+// with the same name and FileID is taken to hold the same bytes, as a
+// content change moves the modification and change times. The device is
+// left out: the anonymous device numbers of 9p and overlay mounts may
+// differ from one boot to the next, and the memo is for the next boot.
+type FileID struct {
+	Ino, Size    uint64
+	Mtime, Ctime int64 // nanoseconds since the epoch
+}
+
+// A Memo remembers what earlier scans read of each file, so that a scan
+// need not read a file it has seen: on WSL's 9p lib dir a stat is two
+// round trips to Windows where reading the ELF headers is six or seven.
+type Memo interface {
+	// Has reports whether the memo knows a file called name at all: a
+	// file it does not know is read at once, and its FileID taken from
+	// the open file, which costs no more requests than reading it alone.
+	Has(name string) bool
+	// Soname answers what an earlier scan read from the file called name
+	// with identity id: its SONAME ("" for none) and whether it is a
+	// library at all; known is false when it has not seen that file.
+	Soname(name string, id FileID) (soname string, lib, known bool)
+	// Keep records what this scan found for each file, read or answered.
+	Keep(name string, id FileID, soname string, lib bool)
+}
+
+// ScanDirMemo is ScanDir asking memo, when not nil, before reading a file:
+// each candidate file memo has a name for is stat'ed for its FileID, and
+// what memo knows of it is not read again. Every candidate's answer is
+// given to memo.Keep.
+func ScanDirMemo(hostDir, containerDir string, memo Memo) ([]Entry, error) {
 	if !path.IsAbs(containerDir) {
 		return nil, fmt.Errorf("container directory %q is not an absolute path", containerDir)
 	}
@@ -61,21 +95,43 @@ func ScanDir(hostDir, containerDir string) ([]Entry, error) {
 			continue
 		}
 		p := filepath.Join(hostDir, name)
-		if isLink {
-			fi, err := os.Stat(p)
-			if errors.Is(err, fs.ErrNotExist) {
+		var id FileID
+		haveID := false
+		if isLink || (memo != nil && memo.Has(name)) {
+			// Following the link: the identity is of what open reads.
+			var st unix.Stat_t
+			err := unix.Stat(p, &st)
+			if isLink && errors.Is(err, unix.ENOENT) {
 				continue
 			}
 			if err != nil {
-				return nil, fmt.Errorf("follow %s: %w", p, err)
+				return nil, &os.PathError{Op: "stat", Path: p, Err: err}
 			}
-			if !fi.Mode().IsRegular() {
+			if st.Mode&unix.S_IFMT != unix.S_IFREG {
 				continue
 			}
+			id, haveID = fileID(&st), true
 		}
-		soname, ok, err := readSoname(p, head, &scratch)
-		if err != nil {
-			return nil, err
+		var soname string
+		var ok, known bool
+		if memo != nil && haveID {
+			soname, ok, known = memo.Soname(name, id)
+		}
+		if !known {
+			// A file changed after its FileID was taken is kept under
+			// that FileID with what was read now: the next scan sees
+			// another FileID and reads it again.
+			var idOut *FileID
+			if memo != nil && !haveID {
+				idOut = &id
+			}
+			var err error
+			if soname, ok, err = readSoname(p, head, &scratch, idOut); err != nil {
+				return nil, err
+			}
+		}
+		if memo != nil {
+			memo.Keep(name, id, soname, ok)
 		}
 		if !ok {
 			continue
@@ -117,6 +173,10 @@ func ScanDir(hostDir, containerDir string) ([]Entry, error) {
 	return entries, nil
 }
 
+func fileID(st *unix.Stat_t) FileID {
+	return FileID{Ino: st.Ino, Size: uint64(st.Size), Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano()}
+}
+
 // isDSOName is glibc's _dl_is_dso: the names ldconfig looks at.
 func isDSOName(name string) bool {
 	return ((strings.HasPrefix(name, "lib") || strings.HasPrefix(name, "ld-")) && strings.Contains(name, ".so")) ||
@@ -154,12 +214,20 @@ const (
 // process_elf_file does (see elfSoname). head is a reusable buffer of
 // headRead bytes, scratch one for reads beyond it. It makes 3 to 5 system
 // calls: on WSL the directory is a 9p mount where each costs a round trip.
-func readSoname(p string, head []byte, scratch *[]byte) (soname string, ok bool, err error) {
+// With id, the open file's FileID is taken before it is read.
+func readSoname(p string, head []byte, scratch *[]byte, id *FileID) (soname string, ok bool, err error) {
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return "", false, fmt.Errorf("open %s: %w", p, err)
 	}
 	defer unix.Close(fd)
+	if id != nil {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return "", false, &os.PathError{Op: "stat", Path: p, Err: err}
+		}
+		*id = fileID(&st)
+	}
 	n, err := pread(fd, head, 0)
 	if err != nil {
 		return "", false, fmt.Errorf("read %s: %w", p, err)

@@ -178,3 +178,117 @@ func TestIsDSOName(t *testing.T) {
 		}
 	}
 }
+
+// mapMemo is a Memo in a map, recording what was kept.
+type mapMemo struct {
+	known map[string]memoAnswer
+	kept  map[string]memoAnswer
+}
+
+type memoAnswer struct {
+	id     FileID
+	soname string
+	lib    bool
+}
+
+func (m *mapMemo) Has(name string) bool {
+	_, ok := m.known[name]
+	return ok
+}
+
+func (m *mapMemo) Soname(name string, id FileID) (string, bool, bool) {
+	a, ok := m.known[name]
+	if !ok || a.id != id {
+		return "", false, false
+	}
+	return a.soname, a.lib, true
+}
+
+func (m *mapMemo) Keep(name string, id FileID, soname string, lib bool) {
+	m.kept[name] = memoAnswer{id, soname, lib}
+}
+
+// TestScanDirMemo: a scan with a memo gives ScanDir's entries, keeps what
+// it found of every candidate under its FileID, and takes the memo's word
+// for a file of the same name and FileID instead of reading it: a memo
+// that lies about such a file is believed (so it was not read), one whose
+// FileID differs in any field is not.
+func TestScanDirMemo(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, wslDir(t, root))
+	want, err := ScanDir(dir, "/usr/lib/wsl/lib")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := &mapMemo{known: map[string]memoAnswer{}, kept: map[string]memoAnswer{}}
+	got, err := ScanDirMemo(dir, "/usr/lib/wsl/lib", first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if listing(got) != listing(want) {
+		t.Fatalf("with an empty memo:\n%s\nwant\n%s", listing(got), listing(want))
+	}
+	// Every candidate is kept, the skipped ones as not libraries; the
+	// dangling link, the directory and nvidia-smi are not candidates.
+	for name, w := range map[string]memoAnswer{
+		"libcuda.so.1":     {soname: "libcuda.so.1", lib: true},
+		"libdxcore.so":     {lib: true},
+		"libx.so":          {soname: "libx.so.2", lib: true}, // what the file says; ScanDir renames the link's key
+		"libarm.so.1":      {},
+		"libgarbage.so":    {},
+		"libexe.so":        {},
+		"libtrunc.so.1":    {},
+		"libnoshdr.so.1.0": {soname: "libnoshdr.so.1", lib: true},
+	} {
+		k, ok := first.kept[name]
+		if !ok || k.soname != w.soname || k.lib != w.lib || k.id.Ino == 0 || k.id.Size == 0 {
+			t.Errorf("kept %s: %+v (kept: %v), want SONAME %q, library %v and its FileID", name, k, ok, w.soname, w.lib)
+		}
+	}
+	for _, name := range []string{"libdangling.so.1", "libdir.so.1", "nvidia-smi"} {
+		if _, ok := first.kept[name]; ok {
+			t.Errorf("kept %s, which is no candidate", name)
+		}
+	}
+	if len(first.kept) != 23 {
+		t.Errorf("kept %d files, want 23: %v", len(first.kept), first.kept)
+	}
+
+	lie := func(change func(*FileID)) *mapMemo {
+		m := &mapMemo{known: map[string]memoAnswer{}, kept: map[string]memoAnswer{}}
+		for name, a := range first.kept {
+			m.known[name] = a
+		}
+		a := m.known["libz.so.1"]
+		a.soname = "libzz.so.9"
+		change(&a.id)
+		m.known["libz.so.1"] = a
+		return m
+	}
+	for _, c := range []struct {
+		name     string
+		change   func(*FileID)
+		believed bool
+	}{
+		{"same FileID", func(*FileID) {}, true},
+		{"other inode", func(id *FileID) { id.Ino++ }, false},
+		{"other size", func(id *FileID) { id.Size++ }, false},
+		{"other mtime", func(id *FileID) { id.Mtime++ }, false},
+		{"other ctime", func(id *FileID) { id.Ctime++ }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := lie(c.change)
+			got, err := ScanDirMemo(dir, "/usr/lib/wsl/lib", m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := listing(got)
+			if believed := strings.Contains(l, "libzz.so.9"); believed != c.believed {
+				t.Errorf("memo's SONAME believed: %v, want %v:\n%s", believed, c.believed, l)
+			}
+			if !c.believed && l != listing(want) {
+				t.Errorf("entries:\n%s\nwant\n%s", l, listing(want))
+			}
+		})
+	}
+}
