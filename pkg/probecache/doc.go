@@ -41,6 +41,10 @@
 //     seen through the drivers dir and the LUIDs (it comes with a driver
 //     update) or the boot id (with a WSL update), not the lib dir's stamp.
 //
+// A second file (Sonames, sonames.go) outlives the boot: the lib dir's
+// SONAMEs, each with its file's FileID, so that the first start after a
+// boot stats each library instead of reading its ELF headers.
+//
 // The file is a fixed sequence of little-endian fields (codec.go), not
 // JSON: every warm start reads it, and encoding/json's reflection cost more
 // than the rest of the cache check. A file that is not a regular file owned
