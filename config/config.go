@@ -89,6 +89,11 @@ type Config struct {
 	// instead of asking the Windows host again (package probecache); ""
 	// disables it.
 	ProbeCache string `toml:"probe_cache"`
+	// SonameCache is the directory (on a disk, such as /var/cache) where
+	// the lib dir's SONAMEs are kept across boots, so that the first start
+	// after WSL boots stats each library instead of reading its ELF
+	// headers (probecache.Sonames); "" disables it.
+	SonameCache string `toml:"soname_cache"`
 	// SysfsDir is the sysfs root where a start with a cached probe reads
 	// which devices the GPU driver (dxgkrnl) is bound to: when they are the
 	// ones the cache was made with, the start does not open DxgDevice,
@@ -133,6 +138,7 @@ func Default() Config {
 		DRIDir:            "/dev/dri",
 		WSLgDir:           "/mnt/wslg",
 		ProbeCache:        "/run/wsl-gpu-hook",
+		SonameCache:       "/var/cache/wsl-gpu-hook",
 		SysfsDir:          "/sys",
 		DevicePlugin: DevicePlugin{
 			NVIDIAResource: "nvidia.com/gpu", AMDResource: "amd.com/gpu",

@@ -177,6 +177,7 @@ var docLines = []string{
 	"nvidia_resource = \"a.com/b\"", "amd_resource = \"\"", "intel_resource = 'i.com/x'", "other_resource = \"o.io/y\"",
 	"replicas = 2", "replicas = 0x2", "replicas = 1_0", "replicas = -1", "replicas = 2.5", "replicas = \"2\"",
 	"cdi = false", "cdi = true", "cdi = 0", "dxg_device = 1", "dxg_device = true", "dxg_device = 1979-05-27",
+	"soname_cache = \"\"", "soname_cache = '/s'", "soname_cache = \"s\"",
 }
 
 // FuzzDecodeFastLines: any document made of docLines, in any order and

@@ -71,6 +71,7 @@ var keys = []key{
 	{"", "dri_dir", func(c *Config) any { return &c.DRIDir }, cleanAbsPath},
 	{"", "wslg_dir", func(c *Config) any { return &c.WSLgDir }, cleanAbsPath},
 	{"", "probe_cache", func(c *Config) any { return &c.ProbeCache }, cleanAbsPathOrEmpty},
+	{"", "soname_cache", func(c *Config) any { return &c.SonameCache }, cleanAbsPathOrEmpty},
 	{"", "sysfs_dir", func(c *Config) any { return &c.SysfsDir }, cleanAbsPathOrEmpty},
 	{deviceTable, "nvidia_resource", func(c *Config) any { return &c.DevicePlugin.NVIDIAResource }, resourceName},
 	{deviceTable, "amd_resource", func(c *Config) any { return &c.DevicePlugin.AMDResource }, resourceName},

@@ -26,13 +26,15 @@ import (
 // under dxgsim.
 const envProbeChild = "GPUHOST_PROBE_CHILD"
 
-type probeSetup struct{ Dev, Lib, Drivers, Cache, Sysfs string }
+type probeSetup struct{ Dev, Lib, Drivers, Cache, Sonames, Sysfs string }
 
 // probeResult is what one start's probe said.
 type probeResult struct {
 	Hit     bool
 	Miss    string
 	Folders []string
+	Ldcache []string      // the loader entries' keys
+	Notes   []string      // what Options.Note heard
 	Took    time.Duration // Probe's wall time in the child
 }
 
@@ -53,7 +55,9 @@ func TestProbeChild(t *testing.T) {
 	var r probeResult
 	begin := time.Now()
 	h, skipped, err := Probe(node, Options{LibDir: s.Lib, DriversDir: s.Drivers,
-		Ldcache: true, ShortLived: true, CacheDir: s.Cache, Sysfs: s.Sysfs, Cached: func(hit bool, miss error) {
+		Ldcache: true, ShortLived: true, CacheDir: s.Cache, SonameCache: s.Sonames, Sysfs: s.Sysfs,
+		Note: func(err error) { r.Notes = append(r.Notes, err.Error()) },
+		Cached: func(hit bool, miss error) {
 			r.Hit = hit
 			if miss != nil {
 				r.Miss = miss.Error()
@@ -65,6 +69,9 @@ func TestProbeChild(t *testing.T) {
 	}
 	for _, f := range h.Inventory.Folders {
 		r.Folders = append(r.Folders, f.Name)
+	}
+	for _, e := range h.Ldcache {
+		r.Ldcache = append(r.Ldcache, e.Key)
 	}
 	data, _ := json.Marshal(r)
 	fmt.Printf("\nRESULT %s\n", data)
@@ -78,7 +85,9 @@ func TestProbeChild(t *testing.T) {
 // too (one ioctl, and the process object that opening /dev/dxg makes on
 // the host); a cold one also queries each adapter twice (ids, driver store
 // path), walks to each folder and scans the lib dir (18 libraries: lookup,
-// open, read, flush, release and getattrs each). The probe tests hold the
+// open, getattrs (one for the FileID kept with its SONAME), read, flush and
+// release each); the first one after a boot finds the SONAMEs kept on disk
+// and only stats each library (lookup, getattr). The probe tests hold the
 // probe to them so they cannot creep up unnoticed; bench-start reports the
 // whole start's.
 // Host round trips count the process's dxg process object too: the
@@ -87,7 +96,8 @@ func TestProbeChild(t *testing.T) {
 var (
 	budgetWarm       = budget{ioctls: 0, host: 0, fs: 2}
 	budgetWarmListed = budget{ioctls: 1, host: 2, fs: 2}
-	budgetCold       = budget{ioctls: 5, host: 6, fs: 139}
+	budgetCold       = budget{ioctls: 5, host: 6, fs: 157}
+	budgetBoot       = budget{ioctls: 5, host: 6, fs: 49}
 )
 
 type budget struct{ ioctls, host, fs uint64 }
@@ -287,7 +297,7 @@ func newProbeWorld(tb testing.TB, latency time.Duration) *probeWorld {
 	w := &probeWorld{dxgsim: dxgsim, root: fixture.Host(tb, "nvidia-laptop", fixture.Options{Stubs: true}), latency: latency}
 	mnt := tb.TempDir()
 	w.s = probeSetup{Dev: filepath.Join(tb.TempDir(), "dxg"), Lib: filepath.Join(mnt, "lib"), Drivers: filepath.Join(mnt, "drivers"),
-		Cache: filepath.Join(tb.TempDir(), "cache"), Sysfs: filepath.Join(tb.TempDir(), "sys")}
+		Cache: filepath.Join(tb.TempDir(), "cache"), Sonames: filepath.Join(tb.TempDir(), "sonames"), Sysfs: filepath.Join(tb.TempDir(), "sys")}
 	p, err := simhost.Lookup("nvidia-laptop")
 	if err != nil {
 		tb.Fatal(err)
@@ -433,4 +443,108 @@ func serveCounted(t testing.TB, bin string, latency time.Duration, mounts ...str
 		}
 		return c
 	}
+}
+
+// TestSonamesAcrossBoots: the first start after a boot (the probe cache
+// gone, the SONAMEs kept on disk) reads no library of the lib dir, only
+// stats them, and makes the same loader entries as a start that read them;
+// a library replaced meanwhile is read again, and only it; a SONAME file
+// that cannot be trusted is said so, every library is read and the file is
+// replaced. Two libraries of the lib dir are real ones (the machine's libc
+// and libm, later swapped), so a SONAME answered from a stale file would
+// show in the entries. Root, as above.
+func TestSonamesAcrossBoots(t *testing.T) {
+	skipUnlessProbeParent(t)
+	libc, libm := "/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libm.so.6"
+	for _, p := range []string{libc, libm} {
+		if _, err := os.Stat(p); err != nil {
+			t.Skipf("no %s to serve as a library: %v", p, err)
+		}
+	}
+	w := newProbeWorld(t, 0)
+	intel, nv := "iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea", "nvltwi.inf_amd64_7b2a5c1c4e6f8d90"
+	lib := filepath.Join(w.root, fixture.LibDir)
+	candidates := 0
+	ents, err := os.ReadDir(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "lib") && strings.Contains(e.Name(), ".so") && e.Type().IsRegular() {
+			candidates++
+		}
+	}
+	put := func(t *testing.T, name, from string) {
+		t.Helper()
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(lib, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(t, "libcuda.so.1.1", libc)
+	put(t, "libnvidia-ml.so.1", libm)
+	reboot := func(t *testing.T) {
+		t.Helper()
+		files, _ := filepath.Glob(filepath.Join(w.s.Cache, probecache.Glob))
+		for _, f := range files {
+			if err := os.Remove(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// boot is one first start after a boot: a miss that sees both
+	// folders, makes entries for exactly the SONAMEs in want and opens
+	// (reads) open files of the lib dir.
+	boot := func(t *testing.T, open uint64, want ...string) probeResult {
+		t.Helper()
+		reboot(t)
+		r, calls, fs := w.start(t)
+		if r.Hit || !slices.Equal(r.Folders, []string{intel, nv}) {
+			t.Errorf("probe: hit %v, folders %v; want a miss, folders %v", r.Hit, r.Folders, []string{intel, nv})
+		}
+		if n := calls["QUERYADAPTERINFO"]; n != 4 {
+			t.Errorf("%d adapter queries, want 4 (%v)", n, calls)
+		}
+		slices.Sort(r.Ldcache)
+		if !slices.Equal(r.Ldcache, want) {
+			t.Errorf("loader entries %v, want %v", r.Ldcache, want)
+		}
+		if fs["OPEN"] != open {
+			t.Errorf("%d files of the lib dir read, want %d (%v)", fs["OPEN"], open, fs)
+		}
+		if open == 0 && fs["total"] > budgetBoot.fs {
+			t.Errorf("%d file system requests, over the budget of a first start after a boot (%d): %v", fs["total"], budgetBoot.fs, fs)
+		}
+		return r
+	}
+	t.Logf("%d candidate files in the lib dir", candidates)
+	if r := boot(t, uint64(candidates), "libc.so.6", "libm.so.6"); len(r.Notes) != 0 {
+		t.Errorf("notes on a first start: %v", r.Notes)
+	}
+	boot(t, 0, "libc.so.6", "libm.so.6")
+	boot(t, 0, "libc.so.6", "libm.so.6")
+
+	// A driver update replaces a library: only it is read again.
+	put(t, "libcuda.so.1.1", libm)
+	put(t, "libnvidia-ml.so.1", libc)
+	boot(t, 2, "libc.so.6", "libm.so.6")
+	put(t, "libcuda.so.1.1", "/dev/null")
+	boot(t, 1, "libc.so.6")
+	boot(t, 0, "libc.so.6")
+
+	files, _ := filepath.Glob(filepath.Join(w.s.Sonames, probecache.SonamesGlob))
+	if len(files) != 1 {
+		t.Fatalf("SONAME files %v, want one", files)
+	}
+	if err := os.WriteFile(files[0], []byte("WSLGPUSN\x01\x00\x00\x00garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := boot(t, uint64(candidates), "libc.so.6")
+	if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "kept SONAMEs not used") {
+		t.Errorf("notes on a start with a garbage SONAME file: %v", r.Notes)
+	}
+	boot(t, 0, "libc.so.6")
 }

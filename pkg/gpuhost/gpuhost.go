@@ -10,7 +10,9 @@
 package gpuhost
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
@@ -45,6 +47,13 @@ type Options struct {
 	// which devices the GPU driver is bound to (package dxgsysfs): when
 	// they are the ones the cache was made with, /dev/dxg is not opened.
 	Sysfs string
+	// SonameCache, when not "", is a directory on disk where the lib dir's
+	// SONAMEs are kept for the next boot's first probe (probecache.Sonames):
+	// it then stats each library instead of reading its ELF headers.
+	SonameCache string
+	// Note, when set, hears what went wrong with the SONAME file, which
+	// does not stop the probe, for the log.
+	Note func(error)
 	// Cached, when set, hears whether the cache answered and, if not,
 	// why (nil when there was no cache to use), for the log.
 	Cached func(hit bool, miss error)
@@ -180,11 +189,42 @@ func probe(node devnode.Node, o Options, known func([]dxcore.LUID) bool) (gpupla
 	}
 	h.NvidiaSmi = driverstore.FindNvidiaSmi(h.Inventory)
 	if o.Ldcache {
-		if h.Ldcache, err = LdcacheEntries(h.Inventory.LibDir); err != nil {
+		if h.Ldcache, err = ldcacheEntries(h.Inventory.LibDir, o); err != nil {
 			return h, skipped, err
 		}
 	}
 	return h, skipped, nil
+}
+
+// ldcacheEntries is LdcacheEntries with the SONAMEs kept in
+// o.SonameCache, which it updates when the lib dir changed.
+func ldcacheEntries(libDir string, o Options) ([]ldcache.Entry, error) {
+	if o.SonameCache == "" {
+		return LdcacheEntries(libDir)
+	}
+	note := func(err error) {
+		if o.Note != nil {
+			o.Note(err)
+		}
+	}
+	path := probecache.SonamesPath(o.SonameCache, libDir)
+	memo, err := probecache.LoadSonames(path, libDir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		note(fmt.Errorf("kept SONAMEs not used, reading the libraries: %w", err))
+	}
+	entries, err := ldcache.ScanDirMemo(libDir, wsl.LibDir, memo)
+	if err != nil {
+		return nil, fmt.Errorf("scan %s for the loader cache: %w", libDir, err)
+	}
+	if memo.Changed() {
+		if err := memo.Save(path); err != nil {
+			note(fmt.Errorf("keep the SONAMEs of %s: %w", libDir, err))
+		}
+	}
+	if entries == nil {
+		entries = []ldcache.Entry{}
+	}
+	return entries, nil
 }
 
 // LdcacheEntries returns the loader-cache entries for the host lib dir as

@@ -61,6 +61,7 @@ func (j *Job) Run(cfg config.Config, log *hooklog.Logger) error {
 			log.Infof("host probe cache not used: %v", miss)
 		}
 	}
+	opts.Note = func(err error) { log.Infof("%v", err) }
 	host, skipped, err := gpuhost.Probe(node, opts)
 	for _, s := range skipped {
 		log.Warnf("skipped %v", s)
@@ -111,7 +112,7 @@ func (j *Job) Run(cfg config.Config, log *hooklog.Logger) error {
 // HostOptions is how a hook probes the host: one short-lived process with
 // one /dev/dxg fd.
 func HostOptions(cfg config.Config) gpuhost.Options {
-	return gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir, Ldcache: cfg.Ldcache == config.LdcacheBuiltin, ShortLived: true, CacheDir: cfg.ProbeCache, Sysfs: cfg.SysfsDir}
+	return gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir, Ldcache: cfg.Ldcache == config.LdcacheBuiltin, ShortLived: true, CacheDir: cfg.ProbeCache, SonameCache: cfg.SonameCache, Sysfs: cfg.SysfsDir}
 }
 
 func apply(rootfs string, steps []mounts.Step, log *hooklog.Logger) error {

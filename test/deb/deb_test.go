@@ -3,7 +3,9 @@ package deb
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,6 +138,9 @@ func TestPackage(t *testing.T) {
 			}
 			// The hook's log, as a container start would leave it.
 			o.write(t, "var/log/wsl-gpu-hook.log", `time="2026-11-23T03:00:00Z" level=info msg="gave the GPU"`+"\n")
+			// And the SONAMEs it keeps across boots (var/cache is not in
+			// the snapshots: it is checked by name).
+			o.write(t, "var/cache/wsl-gpu-hook/sonames-0123456789abcdef.bin", "WSLGPUSN")
 			if err := os.RemoveAll(filepath.Join(o.upper, "usr/lib/wsl")); err != nil {
 				t.Fatal(err)
 			}
@@ -150,6 +155,9 @@ func TestPackage(t *testing.T) {
 			purged := o.snapshot(t)
 			wantSame(t, "engine configuration after purge", before.engines, purged.engines)
 			wantSame(t, "files after purge", before.files, purged.files)
+			if _, err := os.Lstat(filepath.Join(o.upper, "var/cache/wsl-gpu-hook")); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("/var/cache/wsl-gpu-hook after purge: %v, want it gone", err)
+			}
 
 			t.Run("upgrade regenerates the CDI specs", func(t *testing.T) {
 				upgradeRegeneratesSpecs(t, lower, deb, host, dxgsim)

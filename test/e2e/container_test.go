@@ -416,11 +416,12 @@ func writeHookConfig(t *testing.T, path, dxg, host, logFile string) {
 	}
 }
 
-// hookConfigFor is writeHookConfig's configuration. The probe cache lives
-// in the work dir: boxes never share one, and /run is left alone.
+// hookConfigFor is writeHookConfig's configuration. The probe cache and
+// the kept SONAMEs live in the work dir: boxes never share them, and /run
+// and /var/cache are left alone.
 func hookConfigFor(path, dxg, host, logFile string) fixture.Config {
 	return fixture.Config{Dxg: dxg, Host: host, LogFile: logFile, LogLevel: "debug", Vendors: true,
-		ProbeCache: filepath.Join(filepath.Dir(path), "probe-cache")}
+		ProbeCache: filepath.Join(filepath.Dir(path), "probe-cache"), SonameCache: filepath.Join(filepath.Dir(path), "sonames")}
 }
 
 // brokenCopy copies the fixture to dst and lets breakHost damage the copy.
