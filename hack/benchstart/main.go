@@ -9,7 +9,12 @@
 //	hook    runc with wsl-gpu-hook as a prestart hook, WSL_GPU_DEVICES=all,
 //	        its probe cache warm (the state of every start but the first
 //	        after a boot or a driver update)
-//	cold    the same with the probe cache removed before each start
+//	cold    the same with the probe cache and the kept SONAMEs removed
+//	        before each start: nothing cached (the first start ever, or
+//	        after an update of the lib dir)
+//	boot    the same with only the probe cache removed: the first start
+//	        after WSL boots its VM, which finds the lib dir's SONAMEs kept
+//	        on disk (soname_cache)
 //	cdihook the shape of our CDI spec (wsl-gpu-hook cdi generate): /dev/dxg
 //	        and the lib dir from the engine, and wsl-gpu-hook cdi-hook as
 //	        the createContainer hook that mounts the selected folders
@@ -162,7 +167,7 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the work dir")
 	flag.StringVar(&o.host, "host", "", "internal: the host of a re-run under dxgsim")
 	flag.StringVar(&o.count, "count", "", "internal: count one start of this variant")
-	flag.StringVar(&o.trace, "trace", "", "run this hook-alone `VARIANT` (emptygo, hook, cold, binary, compare) once, warm, under --wrap, instead of measuring")
+	flag.StringVar(&o.trace, "trace", "", "run this hook-alone `VARIANT` (emptygo, hook, boot, cold, binary, compare) once, warm, under --wrap, instead of measuring")
 	flag.BoolVar(&o.aloneOnly, "alone-only", false, "measure only the hook process alone (its wall and CPU time next to the empty Go hook), not the container starts")
 	flag.IntVar(&o.traceRuns, "trace-runs", 1, "with --trace: runs of the variant (a system-wide perf record around them collects many)")
 	flag.StringVar(&o.wrap, "wrap", "", "with --trace: the `COMMAND` (split on spaces) to run the hook under, e.g. \"strace -f -tt -T -o /tmp/hook.strace\" or \"perf stat -r 20\"")
@@ -187,8 +192,12 @@ type host struct {
 	cacheDir           string // its probe_cache
 	// coldConfig and coldCacheDir are the cold variant's: emptying its
 	// cache before each start must not make the warm variants (hook, a
-	// --compare binary that may keep another file format) cold too.
+	// --compare binary that may keep another file format) cold too. Its
+	// SONAMEs are kept in the same dir, so they go too.
 	coldConfig, coldCacheDir string
+	// bootConfig and bootCacheDir are the boot variant's: its probe cache
+	// is emptied before each start, its SONAMEs are kept elsewhere.
+	bootConfig, bootCacheDir string
 	// compareConfig and compareCacheDir are --compare's: an older binary
 	// may not know every key (sysfs_dir) and may keep another cache
 	// format in a file of the same name, which each would then replace.
@@ -199,6 +208,7 @@ type host struct {
 func hostIn(work, name string) host {
 	h := host{name: name, config: filepath.Join(work, "hook-"+name+".toml"), cacheDir: filepath.Join(work, "cache-"+name),
 		coldConfig: filepath.Join(work, "hook-"+name+"-cold.toml"), coldCacheDir: filepath.Join(work, "cache-"+name+"-cold"),
+		bootConfig: filepath.Join(work, "hook-"+name+"-boot.toml"), bootCacheDir: filepath.Join(work, "cache-"+name+"-boot"),
 		compareConfig: filepath.Join(work, "hook-"+name+"-compare.toml"), compareCacheDir: filepath.Join(work, "cache-"+name+"-compare")}
 	switch name {
 	case "latency":
@@ -320,7 +330,13 @@ func runHost(o options, work string, h host) error {
 	// The hook reads the simulated guest's sysfs (fixture.SysfsDevices),
 	// as it reads /sys on WSL; --compare's binary gets the keys it knew.
 	sysfs := fmt.Sprintf("sysfs_dir = %q\n", filepath.Join(work, "sys"))
-	for _, c := range []struct{ path, cache, extra string }{{h.config, h.cacheDir, sysfs}, {h.coldConfig, h.coldCacheDir, sysfs}, {h.compareConfig, h.compareCacheDir, ""}} {
+	sonames := func(dir string) string { return fmt.Sprintf("soname_cache = %q\n", dir) }
+	for _, c := range []struct{ path, cache, extra string }{
+		{h.config, h.cacheDir, sysfs + sonames(h.cacheDir+"-sonames")},
+		{h.coldConfig, h.coldCacheDir, sysfs + sonames(h.coldCacheDir)},
+		{h.bootConfig, h.bootCacheDir, sysfs + sonames(h.bootCacheDir+"-sonames")},
+		{h.compareConfig, h.compareCacheDir, ""},
+	} {
 		cfg := fmt.Sprintf("dxg_device = %q\nlib_dir = %q\ndrivers_dir = %q\nlog_file = %q\nprobe_cache = %q\n%s",
 			filepath.Join(work, "dev/dxg"), h.libDir, h.driversDir, filepath.Join(work, "hook.log"), c.cache, c.extra)
 		if err := os.WriteFile(c.path, []byte(cfg), 0o644); err != nil {
@@ -500,7 +516,7 @@ type variant struct {
 }
 
 // variantNames orders the report: plain first, the floors last.
-var variantNames = []string{"plain", "cold", "hook", "cdihook", "wrapper", "nvcdi", "compare", "true", "emptygo"}
+var variantNames = []string{"plain", "cold", "boot", "hook", "cdihook", "wrapper", "nvcdi", "compare", "true", "emptygo"}
 
 func hasVariant(name string, compare, floors bool) bool {
 	switch name {
@@ -674,7 +690,7 @@ func faultCost() (time.Duration, error) {
 	return median(per), nil
 }
 
-// traceAlone runs one hook-alone variant (emptygo, hook, cold, binary or compare)
+// traceAlone runs one hook-alone variant (emptygo, hook, boot, cold, binary or compare)
 // runs times under wrap (strace, perf stat, ...), after one untimed run of
 // it that warms the probe and page caches, and prints how long the wrapped
 // runs took. It is how one finds where a start's time goes.
@@ -686,7 +702,7 @@ func traceAlone(work string, h host, base *specs.Spec, variants []variant, name 
 	defer a.close()
 	i := slices.IndexFunc(a.hooks, func(v aloneHook) bool { return v.name == name })
 	if i < 0 {
-		return fmt.Errorf("--trace: no hook-alone variant %q (emptygo, hook, cold, binary, compare)", name)
+		return fmt.Errorf("--trace: no hook-alone variant %q (emptygo, hook, boot, cold, binary, compare)", name)
 	}
 	if _, err := a.run(a.hooks[i], nil); err != nil {
 		return err
@@ -736,13 +752,15 @@ func newAlone(work string, h host, base *specs.Spec, variants []variant) (a *alo
 			a.close()
 		}
 	}()
-	var hook, cold variant
+	var hook, cold, boot variant
 	for _, v := range variants {
 		switch v.name {
 		case "hook":
 			hook = v
 		case "cold":
 			cold = v
+		case "boot":
+			boot = v
 		}
 	}
 	a.dir = filepath.Join(work, "runs", a.id)
@@ -783,6 +801,7 @@ func newAlone(work string, h host, base *specs.Spec, variants []variant) (a *alo
 		{"emptygo", []string{filepath.Join(work, "emptyhook")}, nil},
 		{"hook", []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.config, "prestart"}, hook.before},
 		{"cold", []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.coldConfig, "prestart"}, cold.before},
+		{"boot", []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.bootConfig, "prestart"}, boot.before},
 		// The hook's binary doing nothing: its size and its packages'
 		// initialisation, apart from the work of a start.
 		{"binary", []string{filepath.Join(work, "wsl-gpu-hook"), "version"}, nil},
@@ -928,17 +947,19 @@ func makeVariants(work string, h host, compare, floors bool) ([]variant, error) 
 		}
 	}
 	withHook := func(bin string) func(*specs.Spec, string) { return withHookConfig(bin, h.config) }
-	clearCache := func() error {
-		ents, err := os.ReadDir(h.coldCacheDir)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		for _, e := range ents {
-			if err := os.Remove(filepath.Join(h.coldCacheDir, e.Name())); err != nil {
-				return err
+	emptyDir := func(dir string) func() error {
+		return func() error {
+			ents, err := os.ReadDir(dir)
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
 			}
+			for _, e := range ents {
+				if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+					return err
+				}
+			}
+			return err
 		}
-		return err
 	}
 	var vs []variant
 	for _, name := range variantNames {
@@ -952,7 +973,9 @@ func makeVariants(work string, h host, compare, floors bool) ([]variant, error) 
 		case "hook":
 			v.edit = withHook("wsl-gpu-hook")
 		case "cold":
-			v.edit, v.before = withHookConfig("wsl-gpu-hook", h.coldConfig), clearCache
+			v.edit, v.before = withHookConfig("wsl-gpu-hook", h.coldConfig), emptyDir(h.coldCacheDir)
+		case "boot":
+			v.edit, v.before = withHookConfig("wsl-gpu-hook", h.bootConfig), emptyDir(h.bootCacheDir)
 		case "cdihook":
 			v.edit = cdiEdits(work, h, node)
 		case "wrapper":
@@ -1216,20 +1239,20 @@ func report(h host, times map[string][]time.Duration, counts map[string]roundTri
 			adds, pair, rt.Ioctls, rt.HostIoctls, fsCount)
 	}
 	fmt.Println("ioctls: /dev/dxg ioctls of one start (dxgsim); host: the round trips to the Windows host they cause (those WSL forwards, plus the driver making and destroying the process's process object at its open and last close); fs: file system requests to the lib dir and drivers dir (latencyfs), each a round trip on WSL's 9p")
-	for _, name := range []string{"hook", "cold", "cdihook", "wrapper", "nvcdi"} {
+	for _, name := range []string{"hook", "boot", "cold", "cdihook", "wrapper", "nvcdi"} {
 		if rt := counts[name]; rt.HasFS {
 			fmt.Printf("%s fs requests by kind: %s\n", name, byOp(rt.FSByOp))
 		}
 	}
 	floor := times["emptygo"]
-	for _, name := range []string{"hook", "cold", "cdihook", "wrapper"} {
+	for _, name := range []string{"hook", "boot", "cold", "cdihook", "wrapper"} {
 		if len(floor) > 0 && len(times[name]) > 0 {
 			fmt.Printf("%s over the empty Go hook: %s ms (medians), paired: %s ms\n", name,
 				ms(median(times[name])-median(floor)), ms(median(paired(times[name], floor))))
 		}
 	}
 	nv := median(paired(times["nvcdi"], plain))
-	for _, name := range []string{"hook", "cold", "cdihook", "wrapper"} {
+	for _, name := range []string{"hook", "boot", "cold", "cdihook", "wrapper"} {
 		if d := median(paired(times[name], plain)); d > 0 {
 			fmt.Printf("NVIDIA's shape adds %.1f times what %s adds (paired medians, %s / %s ms)\n", float64(nv)/float64(d), name, ms(nv), ms(d))
 		}
