@@ -62,13 +62,13 @@ build_runc() {
 		die "runc needs libseccomp-dev (apt-get install libseccomp-dev)"
 	# No libpathrs tag: that needs the Rust libpathrs; runc then uses its
 	# pure-Go pathrs-lite.
-	GOBIN=$BIN CGO_ENABLED=1 go install -trimpath -tags "seccomp urfave_cli_no_docs" \
+	GOBIN=$BIN CGO_ENABLED=1 go install -trimpath -tags "seccomp urfave_cli_no_docs" -ldflags "-s -w" \
 		"github.com/opencontainers/runc@$RUNC_VERSION"
 }
 
 build_containerd() {
 	local pkg=github.com/containerd/containerd/v2
-	local ld="-X $pkg/version.Version=$CONTAINERD_VERSION -X $pkg/version.Package=$pkg"
+	local ld="-s -w -X $pkg/version.Version=$CONTAINERD_VERSION -X $pkg/version.Package=$pkg"
 	GOBIN=$BIN CGO_ENABLED=0 go install -trimpath -tags "urfave_cli_no_docs no_btrfs" -ldflags "$ld" \
 		"$pkg/cmd/containerd@$CONTAINERD_VERSION" "$pkg/cmd/ctr@$CONTAINERD_VERSION"
 	GOBIN=$BIN CGO_ENABLED=0 go install -trimpath -tags "urfave_cli_no_docs no_btrfs no_grpc" -ldflags "$ld" \
@@ -80,7 +80,7 @@ build_dockerd() {
 	# quota drop out), so the daemon needs no -dev packages.
 	local pkg=github.com/moby/moby/v2
 	GOBIN=$BIN CGO_ENABLED=0 go install -trimpath -tags "netgo osusergo static_build nri_no_wasm" \
-		-ldflags "-X $pkg/dockerversion.Version=$DOCKER_VERSION -X $pkg/dockerversion.GitCommit=$MOBY_VERSION" \
+		-ldflags "-s -w -X $pkg/dockerversion.Version=$DOCKER_VERSION -X $pkg/dockerversion.GitCommit=$MOBY_VERSION" \
 		"$pkg/cmd/dockerd@$MOBY_VERSION"
 }
 
