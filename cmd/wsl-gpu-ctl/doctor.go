@@ -27,15 +27,17 @@ func runDoctor(cfg config.Config, args []string, stdout io.Writer) error {
 		return cli.UsageError{Msg: "doctor: takes only --json and --root DIR"}
 	}
 	o := doctor.Options{
-		DxgDevice:  cfg.DxgDevice,
-		LibDir:     cfg.LibDir,
-		DriversDir: cfg.DriversDir,
-		LogFile:    cfg.LogFile,
-		ROCmDir:    cfg.ROCmDir,
-		NoLog:      cfg.LogFile == "",
-		Sysfs:      cfg.SysfsDir,
-		NoSysfs:    cfg.SysfsDir == "",
-		Root:       *root,
+		DxgDevice:     cfg.DxgDevice,
+		LibDir:        cfg.LibDir,
+		DriversDir:    cfg.DriversDir,
+		LogFile:       cfg.LogFile,
+		ROCmDir:       cfg.ROCmDir,
+		NoLog:         cfg.LogFile == "",
+		Sysfs:         cfg.SysfsDir,
+		NoSysfs:       cfg.SysfsDir == "",
+		SonameCache:   cfg.SonameCache,
+		NoSonameCache: cfg.SonameCache == "",
+		Root:          *root,
 	}
 	if hook, err := hookPath(); err == nil {
 		o.Self = hook

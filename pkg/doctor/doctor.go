@@ -97,6 +97,10 @@ type Options struct {
 	// which devices the GPU driver is bound to; NoSysfs says it is "".
 	Sysfs   string
 	NoSysfs bool
+	// SonameCache is the configuration's soname_cache, where the lib
+	// dir's SONAMEs are kept across boots; NoSonameCache says it is "".
+	SonameCache   string
+	NoSonameCache bool
 
 	// Root prefixes every engine path: configuration files, hooks.d,
 	// the directories searched for binaries, and the CDI dirs.
@@ -151,6 +155,9 @@ func (o Options) withDefaults() Options {
 	}
 	if !o.NoSysfs {
 		def(&o.Sysfs, "/sys")
+	}
+	if !o.NoSonameCache {
+		def(&o.SonameCache, "/var/cache/wsl-gpu-hook")
 	}
 	def(&o.ProcDir, "/proc")
 	if len(o.CDIDirs) == 0 {

@@ -63,18 +63,19 @@ func newHost(t *testing.T) *host {
 	}
 	euid := 0
 	h.opt = Options{
-		DxgDevice:  "/dev/null", // a character device everyone may open
-		LibDir:     lib,
-		DriversDir: drivers,
-		LogFile:    filepath.Join(dir, "log/hook.log"),
-		Sysfs:      sysfs,
-		Root:       root,
-		ProcDir:    filepath.Join(root, "proc"),
-		HostRoot:   filepath.Join(dir, "hostroot"),
-		Enumerate:  func(string) (*dxcore.Enumeration, error) { return h.enum, h.err },
-		Version:    func(string) string { return "" },
-		Now:        func() time.Time { return time.Date(2026, 11, 23, 4, 0, 0, 0, time.UTC) },
-		Euid:       &euid,
+		DxgDevice:   "/dev/null", // a character device everyone may open
+		LibDir:      lib,
+		DriversDir:  drivers,
+		LogFile:     filepath.Join(dir, "log/hook.log"),
+		Sysfs:       sysfs,
+		SonameCache: filepath.Join(dir, "sonames"),
+		Root:        root,
+		ProcDir:     filepath.Join(root, "proc"),
+		HostRoot:    filepath.Join(dir, "hostroot"),
+		Enumerate:   func(string) (*dxcore.Enumeration, error) { return h.enum, h.err },
+		Version:     func(string) string { return "" },
+		Now:         func() time.Time { return time.Date(2026, 11, 23, 4, 0, 0, 0, time.UTC) },
+		Euid:        &euid,
 	}
 	h.mkdir(filepath.Join(dir, "log"))
 	return h

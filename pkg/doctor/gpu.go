@@ -85,6 +85,7 @@ func checkGPU(o Options, r *Report) gpuFacts {
 	}
 	checkWarmStart(o, r, enum.Adapters)
 	checkLibDir(o, r, facts)
+	checkFirstStart(o, r)
 	checkROCm(o, r, inv.Adapters)
 	return facts
 }
