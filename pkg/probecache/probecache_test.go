@@ -254,27 +254,8 @@ func TestHostileFiles(t *testing.T) {
 			write(t, path, string(probecache.EncodeUnchecked(k, p)), 0o600)
 		}
 	}
-	// raw rewrites the file's bytes.
-	raw := func(change func(data []byte) []byte) func(t *testing.T, path string) {
-		return func(t *testing.T, path string) {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			write(t, path, string(change(data)), 0o600)
-		}
-	}
 	const header = 8 + 4 // magic, version
-	tests := []struct {
-		name string
-		do   func(t *testing.T, path string)
-	}{
-		{"garbage", func(t *testing.T, path string) { write(t, path, "\x00\xffnot a cache", 0o600) }},
-		{"empty", func(t *testing.T, path string) { write(t, path, "", 0o600) }},
-		{"half written", raw(func(data []byte) []byte { return data[:len(data)/2] })},
-		{"data after the cache", raw(func(data []byte) []byte { return append(data, 0) })},
-		{"other magic", raw(func(data []byte) []byte { data[0] ^= 1; return data })},
-		{"other format", raw(func(data []byte) []byte { data[8] = 1; return data })},
+	tests := append(framingCases(1), []hostileCase{
 		{"a format 1 (JSON) file", func(t *testing.T, path string) {
 			write(t, path, `{"Version":1,"Key":{},"Probe":{}}`, 0o600)
 		}},
@@ -303,34 +284,12 @@ func TestHostileFiles(t *testing.T) {
 		})},
 		{"adapter points at no folder", edit(func(_ *probecache.Key, p *probecache.Probe) { p.Adapters[0].Folder = "x" + p.Adapters[0].Folder })},
 		{"LUID not the key's", edit(func(_ *probecache.Key, p *probecache.Probe) { p.Adapters[0].LUID.Low ^= 1 })},
-		{"oversized", func(t *testing.T, path string) {
-			write(t, path, strings.Repeat(" ", probecache.MaxSize+1), 0o600)
-		}},
-		{"writable by others", func(t *testing.T, path string) {
-			if err := os.Chmod(path, 0o666); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"symlink to a good cache", func(t *testing.T, path string) {
-			good := filepath.Join(t.TempDir(), "good")
-			data, _ := os.ReadFile(path)
-			write(t, good, string(data), 0o600)
-			os.Remove(path)
-			if err := os.Symlink(good, path); err != nil {
-				t.Fatal(err)
-			}
-		}},
 		{"a directory", func(t *testing.T, path string) {
 			os.Remove(path)
 			mkdir(t, path)
 		}},
-		{"a fifo", func(t *testing.T, path string) {
-			os.Remove(path)
-			if err := mkfifo(path); err != nil {
-				t.Fatal(err)
-			}
-		}},
-	}
+	}...)
+	tests = append(tests, fileRuleCases...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t)
@@ -353,6 +312,65 @@ func TestHostileFiles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hostileCase damages the file at path.
+type hostileCase struct {
+	name string
+	do   func(t *testing.T, path string)
+}
+
+// raw rewrites the file's bytes.
+func raw(change func(data []byte) []byte) func(t *testing.T, path string) {
+	return func(t *testing.T, path string) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(t, path, string(change(data)), 0o600)
+	}
+}
+
+// framingCases break the framing both cache files share: an 8-byte magic,
+// a format version (otherFormat is another's first byte), fields to the
+// last byte.
+func framingCases(otherFormat byte) []hostileCase {
+	return []hostileCase{
+		{"garbage", func(t *testing.T, path string) { write(t, path, "\x00\xffnot a cache", 0o600) }},
+		{"empty", func(t *testing.T, path string) { write(t, path, "", 0o600) }},
+		{"half written", raw(func(data []byte) []byte { return data[:len(data)/2] })},
+		{"data after the end", raw(func(data []byte) []byte { return append(data, 0) })},
+		{"other magic", raw(func(data []byte) []byte { data[0] ^= 1; return data })},
+		{"other format", raw(func(data []byte) []byte { data[8] = otherFormat; return data })},
+	}
+}
+
+// fileRuleCases break the rules both cache files are read under, whatever
+// they hold: size, mode, type.
+var fileRuleCases = []hostileCase{
+	{"oversized", func(t *testing.T, path string) {
+		write(t, path, strings.Repeat(" ", probecache.MaxSize+1), 0o600)
+	}},
+	{"writable by others", func(t *testing.T, path string) {
+		if err := os.Chmod(path, 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{"symlink to a good file", func(t *testing.T, path string) {
+		good := filepath.Join(t.TempDir(), "good")
+		data, _ := os.ReadFile(path)
+		write(t, good, string(data), 0o600)
+		os.Remove(path)
+		if err := os.Symlink(good, path); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{"a fifo", func(t *testing.T, path string) {
+		os.Remove(path)
+		if err := mkfifo(path); err != nil {
+			t.Fatal(err)
+		}
+	}},
 }
 
 // TestRefusedDir: a cache dir others may write is neither read nor written.

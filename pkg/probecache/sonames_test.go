@@ -114,25 +114,7 @@ func TestHostileSonames(t *testing.T) {
 			}
 		}
 	}
-	raw := func(change func(data []byte) []byte) func(t *testing.T, path string) {
-		return func(t *testing.T, path string) {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			write(t, path, string(change(data)), 0o600)
-		}
-	}
-	tests := []struct {
-		name string
-		do   func(t *testing.T, path string)
-	}{
-		{"garbage", func(t *testing.T, path string) { write(t, path, "\x00\xffnot a memo", 0o600) }},
-		{"empty", func(t *testing.T, path string) { write(t, path, "", 0o600) }},
-		{"half written", raw(func(data []byte) []byte { return data[:len(data)/2] })},
-		{"data after the entries", raw(func(data []byte) []byte { return append(data, 0) })},
-		{"other magic", raw(func(data []byte) []byte { data[0] ^= 1; return data })},
-		{"other format", raw(func(data []byte) []byte { data[8] = 2; return data })},
+	tests := append(framingCases(2), []hostileCase{
 		{"a count longer than the file", raw(func(data []byte) []byte {
 			n := 8 + 4 + 4 + len(sonamesLib)
 			return append(data[:n], 0xff, 0xff, 0xff, 0x0f)
@@ -156,30 +138,8 @@ func TestHostileSonames(t *testing.T) {
 			m.Keep("libcuda.so.1", cudaID, strings.Repeat("x", 4096), true)
 		})},
 		{"a SONAME of no library", saved(func(m *probecache.Sonames) { m.Keep("libcuda.so.1", cudaID, "libcuda.so.1", false) })},
-		{"oversized", func(t *testing.T, path string) {
-			write(t, path, strings.Repeat(" ", probecache.MaxSize+1), 0o600)
-		}},
-		{"writable by others", func(t *testing.T, path string) {
-			if err := os.Chmod(path, 0o666); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"symlink to a good file", func(t *testing.T, path string) {
-			good := filepath.Join(t.TempDir(), "good")
-			data, _ := os.ReadFile(path)
-			write(t, good, string(data), 0o600)
-			os.Remove(path)
-			if err := os.Symlink(good, path); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"a fifo", func(t *testing.T, path string) {
-			os.Remove(path)
-			if err := mkfifo(path); err != nil {
-				t.Fatal(err)
-			}
-		}},
-	}
+	}...)
+	tests = append(tests, fileRuleCases...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := probecache.SonamesPath(t.TempDir(), sonamesLib)
