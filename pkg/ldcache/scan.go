@@ -50,8 +50,9 @@ type FileID struct {
 // round trips to Windows where reading the ELF headers is six or seven.
 type Memo interface {
 	// Has reports whether the memo knows a file called name at all: a
-	// file it does not know is read at once, and its FileID taken from
-	// the open file, which costs no more requests than reading it alone.
+	// file it does not know is not stat'ed first but read at once, its
+	// FileID taken from the open file (one request more than reading it
+	// alone, where a stat first would be two).
 	Has(name string) bool
 	// Soname answers what an earlier scan read from the file called name
 	// with identity id: its SONAME ("" for none) and whether it is a
