@@ -92,7 +92,8 @@ type Config struct {
 	// SonameCache is the directory (on a disk, such as /var/cache) where
 	// the lib dir's SONAMEs are kept across boots, so that the first start
 	// after WSL boots stats each library instead of reading its ELF
-	// headers (probecache.Sonames); "" disables it.
+	// headers (probecache.Sonames); "" disables it. The hook never makes
+	// it (the .deb ships it).
 	SonameCache string `toml:"soname_cache"`
 	// SysfsDir is the sysfs root where a start with a cached probe reads
 	// which devices the GPU driver (dxgkrnl) is bound to: when they are the

@@ -21,7 +21,7 @@ chmod 0755 "$stage"
 d=packaging/deb
 doc=$stage/usr/share/doc/wsl-gpu-hook
 install -d -m 0755 "$stage/DEBIAN" "$stage/usr/bin" "$stage/usr/libexec/wsl-gpu-hook" \
-	"$stage/etc/wsl-gpu-hook" "$stage/usr/lib/systemd/system" "$stage/usr/share/man/man1" "$doc/examples"
+	"$stage/etc/wsl-gpu-hook" "$stage/var/cache/wsl-gpu-hook" "$stage/usr/lib/systemd/system" "$stage/usr/share/man/man1" "$doc/examples"
 
 # The binaries, static (no cgo) as everywhere else: the hook engines run on
 # every container start, wsl-gpu-ctl for the commands people run, and the

@@ -330,6 +330,12 @@ func runHost(o options, work string, h host) error {
 	// The hook reads the simulated guest's sysfs (fixture.SysfsDevices),
 	// as it reads /sys on WSL; --compare's binary gets the keys it knew.
 	sysfs := fmt.Sprintf("sysfs_dir = %q\n", filepath.Join(work, "sys"))
+	// The hook never makes a SONAME dir (the .deb does).
+	for _, d := range []string{h.cacheDir + "-sonames", h.coldCacheDir, h.bootCacheDir + "-sonames"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
 	sonames := func(dir string) string { return fmt.Sprintf("soname_cache = %q\n", dir) }
 	for _, c := range []struct{ path, cache, extra string }{
 		{h.config, h.cacheDir, sysfs + sonames(h.cacheDir+"-sonames")},

@@ -2,7 +2,9 @@ package doctor
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
+	"os"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probecache"
@@ -18,6 +20,11 @@ func checkFirstStart(o Options, r *Report) {
 	const check = "first start"
 	if o.NoSonameCache {
 		r.add(check, OK, "", "soname_cache is \"\" in the configuration: the first container start after each boot reads every library of %s", o.LibDir)
+		return
+	}
+	if _, err := os.Stat(o.SonameCache); errors.Is(err, fs.ErrNotExist) {
+		r.add(check, Warn, fmt.Sprintf("sudo mkdir -m 0755 %s (the .deb makes it)", o.SonameCache),
+			"%s does not exist: the first container start after each boot reads every library of %s, as the hook never makes it", o.SonameCache, o.LibDir)
 		return
 	}
 	path := probecache.SonamesPath(o.SonameCache, o.LibDir)

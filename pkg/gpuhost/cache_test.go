@@ -297,7 +297,7 @@ func newProbeWorld(tb testing.TB, latency time.Duration) *probeWorld {
 	w := &probeWorld{dxgsim: dxgsim, root: fixture.Host(tb, "nvidia-laptop", fixture.Options{Stubs: true}), latency: latency}
 	mnt := tb.TempDir()
 	w.s = probeSetup{Dev: filepath.Join(tb.TempDir(), "dxg"), Lib: filepath.Join(mnt, "lib"), Drivers: filepath.Join(mnt, "drivers"),
-		Cache: filepath.Join(tb.TempDir(), "cache"), Sonames: filepath.Join(tb.TempDir(), "sonames"), Sysfs: filepath.Join(tb.TempDir(), "sys")}
+		Cache: filepath.Join(tb.TempDir(), "cache"), Sonames: tb.TempDir(), Sysfs: filepath.Join(tb.TempDir(), "sys")}
 	p, err := simhost.Lookup("nvidia-laptop")
 	if err != nil {
 		tb.Fatal(err)

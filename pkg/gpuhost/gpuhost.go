@@ -49,7 +49,8 @@ type Options struct {
 	Sysfs string
 	// SonameCache, when not "", is a directory on disk where the lib dir's
 	// SONAMEs are kept for the next boot's first probe (probecache.Sonames):
-	// it then stats each library instead of reading its ELF headers.
+	// it then stats each library instead of reading its ELF headers. A
+	// directory that does not exist is not made: nothing is kept.
 	SonameCache string
 	// Note, when set, hears what went wrong with the SONAME file, which
 	// does not stop the probe, for the log.
@@ -217,7 +218,8 @@ func ldcacheEntries(libDir string, o Options) ([]ldcache.Entry, error) {
 		return nil, fmt.Errorf("scan %s for the loader cache: %w", libDir, err)
 	}
 	if memo.Changed() {
-		if err := memo.Save(path); err != nil {
+		// No directory is no note: it is the package's to make.
+		if err := memo.Save(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			note(fmt.Errorf("keep the SONAMEs of %s: %w", libDir, err))
 		}
 	}

@@ -40,6 +40,16 @@ func TestSonames(t *testing.T) {
 	if !m.Changed() {
 		t.Fatal("a first scan changed nothing")
 	}
+	// The directory is the package's: Save never makes it.
+	if err := m.Save(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("save without the directory: %v, want it not to exist", err)
+	}
+	if _, err := os.Stat(filepath.Dir(path)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("save made the directory: %v", err)
+	}
+	if err := os.Mkdir(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := m.Save(path); err != nil {
 		t.Fatal(err)
 	}

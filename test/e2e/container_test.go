@@ -417,11 +417,12 @@ func writeHookConfig(t *testing.T, path, dxg, host, logFile string) {
 }
 
 // hookConfigFor is writeHookConfig's configuration. The probe cache and
-// the kept SONAMEs live in the work dir: boxes never share them, and /run
+// the kept SONAMEs live in the work dir (the config's, which exists, as
+// the hook never makes a SONAME dir): boxes never share them, and /run
 // and /var/cache are left alone.
 func hookConfigFor(path, dxg, host, logFile string) fixture.Config {
 	return fixture.Config{Dxg: dxg, Host: host, LogFile: logFile, LogLevel: "debug", Vendors: true,
-		ProbeCache: filepath.Join(filepath.Dir(path), "probe-cache"), SonameCache: filepath.Join(filepath.Dir(path), "sonames")}
+		ProbeCache: filepath.Join(filepath.Dir(path), "probe-cache"), SonameCache: filepath.Dir(path)}
 }
 
 // brokenCopy copies the fixture to dst and lets breakHost damage the copy.
