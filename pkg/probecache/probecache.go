@@ -119,12 +119,18 @@ const Glob = "probe-*.bin"
 // evict each other. The key holds the paths too, so a hash collision is
 // only a miss.
 func Path(dir string, k *Key) string {
+	return hashedPath(dir, Glob, k.Device, k.LibDir, k.DriversDir)
+}
+
+// hashedPath is the file in dir named by glob with its * replaced by a
+// hash of parts.
+func hashedPath(dir, glob string, parts ...string) string {
 	h := fnv.New64a()
-	for _, s := range []string{k.Device, k.LibDir, k.DriversDir} {
+	for _, s := range parts {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
-	return filepath.Join(dir, strings.Replace(Glob, "*", fmt.Sprintf("%016x", h.Sum64()), 1))
+	return filepath.Join(dir, strings.Replace(glob, "*", fmt.Sprintf("%016x", h.Sum64()), 1))
 }
 
 // ErrStale is Load's error for a well-formed file made under another key.

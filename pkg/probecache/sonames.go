@@ -3,7 +3,6 @@ package probecache
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"path/filepath"
 	"strings"
 
@@ -47,9 +46,7 @@ const SonamesGlob = "sonames-*.bin"
 
 // SonamesPath is the SONAME file in dir for the lib dir libDir.
 func SonamesPath(dir, libDir string) string {
-	h := fnv.New64a()
-	h.Write([]byte(libDir))
-	return filepath.Join(dir, strings.Replace(SonamesGlob, "*", fmt.Sprintf("%016x", h.Sum64()), 1))
+	return hashedPath(dir, SonamesGlob, libDir)
 }
 
 // LoadSonames reads the SONAMEs kept at path for libDir. It always returns
