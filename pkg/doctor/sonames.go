@@ -15,7 +15,7 @@ import (
 // read of the lib dir: with the SONAMEs kept (soname_cache) it stats the
 // libraries the file knows and reads only the others. Never a failure,
 // and nothing is written: a missing or refused file is what the next
-// start writes.
+// start writes, where the directory exists (the hook never makes it).
 func checkFirstStart(o Options, r *Report) {
 	const check = "first start"
 	if o.NoSonameCache {
