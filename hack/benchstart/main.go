@@ -328,25 +328,44 @@ func prepareAndRun(o options) error {
 // them.
 func runHost(o options, work string, h host) error {
 	// The hook reads the simulated guest's sysfs (fixture.SysfsDevices),
-	// as it reads /sys on WSL; --compare's binary gets the keys it knew.
+	// as it reads /sys on WSL.
 	sysfs := fmt.Sprintf("sysfs_dir = %q\n", filepath.Join(work, "sys"))
 	// The hook never makes a SONAME dir (the .deb does).
-	for _, d := range []string{h.cacheDir + "-sonames", h.coldCacheDir, h.bootCacheDir + "-sonames"} {
+	for _, d := range []string{h.cacheDir + "-sonames", h.coldCacheDir, h.bootCacheDir + "-sonames", h.compareCacheDir + "-sonames"} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
 	sonames := func(dir string) string { return fmt.Sprintf("soname_cache = %q\n", dir) }
+	writeConfig := func(path, cache, extra string) error {
+		cfg := fmt.Sprintf("dxg_device = %q\nlib_dir = %q\ndrivers_dir = %q\nlog_file = %q\nprobe_cache = %q\n%s",
+			filepath.Join(work, "dev/dxg"), h.libDir, h.driversDir, filepath.Join(work, "hook.log"), cache, extra)
+		return os.WriteFile(path, []byte(cfg), 0o644)
+	}
 	for _, c := range []struct{ path, cache, extra string }{
 		{h.config, h.cacheDir, sysfs + sonames(h.cacheDir+"-sonames")},
 		{h.coldConfig, h.coldCacheDir, sysfs + sonames(h.coldCacheDir)},
 		{h.bootConfig, h.bootCacheDir, sysfs + sonames(h.bootCacheDir+"-sonames")},
-		{h.compareConfig, h.compareCacheDir, ""},
 	} {
-		cfg := fmt.Sprintf("dxg_device = %q\nlib_dir = %q\ndrivers_dir = %q\nlog_file = %q\nprobe_cache = %q\n%s",
-			filepath.Join(work, "dev/dxg"), h.libDir, h.driversDir, filepath.Join(work, "hook.log"), c.cache, c.extra)
-		if err := os.WriteFile(c.path, []byte(cfg), 0o644); err != nil {
+		if err := writeConfig(c.path, c.cache, c.extra); err != nil {
 			return err
+		}
+	}
+	if o.compare != "" {
+		// --compare's binary gets the hook's keys, or as many of them as
+		// it knows: without sysfs_dir a warm start opens /dev/dxg and
+		// lists the adapters, a cost the hook does not pay, which would
+		// make the comparison say nothing about the change measured.
+		for _, extra := range []string{sysfs + sonames(h.compareCacheDir+"-sonames"), sysfs, ""} {
+			if err := writeConfig(h.compareConfig, h.compareCacheDir, extra); err != nil {
+				return err
+			}
+			if knowsKeys(o.compare, h.compareConfig) {
+				if extra != sysfs+sonames(h.compareCacheDir+"-sonames") {
+					fmt.Printf("compare: the binary does not know every key of the hook's configuration: it runs with %q only\n", strings.TrimSpace(extra))
+				}
+				break
+			}
 		}
 	}
 	dxgArgs := []string{"--profile", profileName, "--dev", filepath.Join(work, "dev/dxg")}
@@ -1292,4 +1311,14 @@ func removeCgroupParents() {
 	for _, d := range dirs {
 		os.Remove(d)
 	}
+}
+
+// knowsKeys reports whether the hook binary takes the configuration at
+// config: run on a state it cannot read, it fails after loading the
+// configuration, and names any key it does not know.
+func knowsKeys(binary, config string) bool {
+	cmd := exec.Command(binary, "--config", config, "prestart")
+	cmd.Stdin = strings.NewReader("{}")
+	out, _ := cmd.CombinedOutput()
+	return !strings.Contains(string(out), "unknown key")
 }
