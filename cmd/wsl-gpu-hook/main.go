@@ -28,6 +28,7 @@ import (
 var version = "dev"
 
 func main() {
+	growStack()
 	err := run(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr)
 	var admin adminCommand
 	if errors.As(err, &admin) {
