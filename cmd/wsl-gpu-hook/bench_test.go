@@ -297,7 +297,7 @@ func BenchmarkApply(b *testing.B) {
 			}
 			os.Remove(filepath.Join(in.Rootfs, "dev/dxg"))
 			b.StartTimer()
-			errc <- mounts.Apply(in.Rootfs, plan, nil, log)
+			errc <- mounts.Apply(in.Rootfs, plan, log)
 			b.StopTimer()
 		}()
 		if err := <-errc; err != nil {

@@ -88,11 +88,7 @@ func Probe(node devnode.Node, o Options) (gpuplan.Host, []error, error) {
 		driversDir = driverstore.DefaultDriversDir
 	}
 	now := &probecache.Key{Device: node.Path, LibDir: libDir, DriversDir: driversDir, Details: o.Details, Ldcache: o.Ldcache, Sysfs: o.Sysfs}
-	// Stamps are taken before the host is asked: a change while it is
-	// asked leaves a stamp the next start will not match. On WSL each is
-	// a round trip to the Windows host (a 9p GETATTR), so both are asked
-	// at once, while the local files below are read.
-	stamps := startStamps(probecache.StampOf, libDir, driversDir)
+	var err error
 	// The bound devices are read before the host is asked, as the stamps
 	// are: a device that comes or goes meanwhile leaves a reading the
 	// next start will not match, or one that does not cover the listing.
@@ -103,12 +99,12 @@ func Probe(node devnode.Node, o Options) (gpuplan.Host, []error, error) {
 			bound, now.Bound = r, r.Stamp
 		}
 	}
-	var err error
-	now.BootID, err = probecache.BootID()
-	got, serr := stamps()
-	if err == nil {
-		err = serr
-		now.Lib, now.Drivers = got[0], got[1]
+	if now.BootID, err = probecache.BootID(); err == nil {
+		// Stamps are taken before the host is asked: a change while it
+		// is asked leaves a stamp the next start will not match.
+		if now.Lib, err = probecache.StampOf(libDir); err == nil {
+			now.Drivers, err = probecache.StampOf(driversDir)
+		}
 	}
 	if err != nil || !now.Lib.IsReadableDir() {
 		// The probe reports what is wrong with the dirs.
@@ -244,36 +240,4 @@ func LdcacheEntries(libDir string) ([]ldcache.Entry, error) {
 		entries = []ldcache.Entry{}
 	}
 	return entries, nil
-}
-
-// startStamps stats each of dirs in a goroutine of its own and returns at
-// once; the function it returns waits for them and gives the stamps in the
-// order of dirs, or the first error in that order. The stats run side by
-// side: where each is a round trip to the host, they cost about one.
-func startStamps(stat func(string) (probecache.Stamp, error), dirs ...string) func() ([]probecache.Stamp, error) {
-	type result struct {
-		stamp probecache.Stamp
-		err   error
-	}
-	done := make([]chan result, len(dirs))
-	for i, dir := range dirs {
-		// Buffered: a caller that never waits leaves no goroutine behind.
-		done[i] = make(chan result, 1)
-		go func() {
-			st, err := stat(dir)
-			done[i] <- result{st, err}
-		}()
-	}
-	return func() ([]probecache.Stamp, error) {
-		stamps := make([]probecache.Stamp, len(dirs))
-		var first error
-		for i := range dirs {
-			r := <-done[i]
-			stamps[i] = r.stamp
-			if first == nil {
-				first = r.err
-			}
-		}
-		return stamps, first
-	}
 }

@@ -81,11 +81,6 @@ func (j *Job) Run(cfg config.Config, log *hooklog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// The binds' sources are cloned while the log and the device cgroup
-	// are done: on WSL cloning each driver store folder waits on the
-	// Windows host (mounts.Sources).
-	sources := mounts.CloneSources(plan.Steps)
-	defer sources.Close()
 	log.Infof("request %s selects %d of %d adapters", c.Request.Source, len(plan.Selected), len(host.Inventory.Adapters))
 	if j.Caps.Source != "" {
 		log.Infof("capabilities %s from %s", j.Caps.Set|capability.Default, j.Caps.Source)
@@ -109,9 +104,9 @@ func (j *Job) Run(cfg config.Config, log *hooklog.Logger) error {
 		}
 	}
 	if plan.EnterMountNS {
-		return nsenter.InMountNS(plan.Pid, func() error { return apply(j.Rootfs, plan.Steps, sources, log) })
+		return nsenter.InMountNS(plan.Pid, func() error { return apply(j.Rootfs, plan.Steps, log) })
 	}
-	return apply(j.Rootfs, plan.Steps, sources, log)
+	return apply(j.Rootfs, plan.Steps, log)
 }
 
 // HostOptions is how a hook probes the host: one short-lived process with
@@ -120,8 +115,8 @@ func HostOptions(cfg config.Config) gpuhost.Options {
 	return gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir, Ldcache: cfg.Ldcache == config.LdcacheBuiltin, ShortLived: true, CacheDir: cfg.ProbeCache, SonameCache: cfg.SonameCache, Sysfs: cfg.SysfsDir}
 }
 
-func apply(rootfs string, steps []mounts.Step, sources *mounts.Sources, log *hooklog.Logger) error {
-	if err := mounts.Apply(rootfs, steps, sources, log); err != nil {
+func apply(rootfs string, steps []mounts.Step, log *hooklog.Logger) error {
+	if err := mounts.Apply(rootfs, steps, log); err != nil {
 		return mounts.Advise(err)
 	}
 	log.Infof("GPU ready in %s", rootfs)

@@ -28,16 +28,15 @@ const maxCacheSize = 64 << 20
 
 // Apply carries out steps inside the root filesystem at rootfs. It must run
 // in the container's mount namespace (see nsenter). On error everything it
-// did is undone before it returns. Binds use the clones in sources (nil:
-// none), which the caller still closes, and clone the others themselves.
-func Apply(rootfs string, steps []Step, sources *Sources, log *hooklog.Logger) (err error) {
+// did is undone before it returns.
+func Apply(rootfs string, steps []Step, log *hooklog.Logger) (err error) {
 	root, err := unix.Open(rootfs, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open container rootfs: %w", &os.PathError{Op: "open", Path: rootfs, Err: err})
 	}
 	defer unix.Close(root)
 
-	a := &applier{root: root, log: log, dirs: map[string]int{}, sources: sources}
+	a := &applier{root: root, log: log, dirs: map[string]int{}}
 	defer func() {
 		if err != nil {
 			a.rollback()
@@ -78,8 +77,6 @@ type applier struct {
 	dirs map[string]int
 	// trees are the attached mounts, kept open for their undo actions.
 	trees []int
-	// sources are the binds' sources cloned ahead, if any.
-	sources *Sources
 }
 
 func (a *applier) rollback() {
@@ -369,7 +366,7 @@ func (a *applier) bind(s Step) (Op, error) {
 		a.log.Infof("keep %s: %s is already mounted there read-only", s.Target, s.Source)
 		return "", nil
 	}
-	return a.mountOnto(s.Source, target, bindAttrs)
+	return a.mountOnto(s.Source, target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 }
 
 // boundFlags are the mount flags every bind of the hook carries.
@@ -470,7 +467,7 @@ func (a *applier) bindFile(s Step) (Op, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return OpOpenMountPoint, fmt.Errorf("%s changed into mode %o while the hook worked: %w", s.Target, st.Mode, unix.ELOOP)
 	}
-	return a.mountOnto(s.Source, target, bindAttrs)
+	return a.mountOnto(s.Source, target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 }
 
 func openNoFollow(dir int, base string, flags int) (int, error) {
@@ -481,24 +478,17 @@ func openNoFollow(dir int, base string, flags int) (int, error) {
 // attributes while nobody can see it, and attaches it onto the O_PATH
 // descriptor target: the mount never exists writable and never lands
 // anywhere but the directory target names, even if the image swaps
-// symlinks meanwhile. A clone made ahead (Sources) with the same
-// attributes is attached instead of a new one.
+// symlinks meanwhile.
 func (a *applier) mountOnto(source string, target int, attrs uint64) (Op, error) {
-	tree := -1
-	if attrs == bindAttrs {
-		tree = a.sources.take(source)
+	tree, err := unix.OpenTree(unix.AT_FDCWD, source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return OpOpenTree, err
 	}
-	if tree < 0 {
-		var err error
-		if tree, err = unix.OpenTree(unix.AT_FDCWD, source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC); err != nil {
-			return OpOpenTree, err
-		}
-		if attrs != 0 {
-			attr := &unix.MountAttr{Attr_set: attrs}
-			if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, attr); err != nil {
-				unix.Close(tree)
-				return OpSetattr, err
-			}
+	if attrs != 0 {
+		attr := &unix.MountAttr{Attr_set: attrs}
+		if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, attr); err != nil {
+			unix.Close(tree)
+			return OpSetattr, err
 		}
 	}
 	if err := unix.MoveMount(tree, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {

@@ -179,19 +179,11 @@ func openFDs(t *testing.T) int {
 	return n - 1 // the directory ReadDir itself held open
 }
 
-// applyCountingFDs is Apply, failing the test if it leaves a descriptor
-// open. With cloned, the binds' sources are cloned ahead (CloneSources),
-// from threads outside the caller's mount namespace as in the hook, and
-// closed afterwards.
-func applyCountingFDs(t *testing.T, rootfs string, steps []Step, cloned bool) error {
+// applyCountingFDs is Apply, failing the test if it leaves a descriptor open.
+func applyCountingFDs(t *testing.T, rootfs string, steps []Step) error {
 	t.Helper()
 	before := openFDs(t)
-	var sources *Sources
-	if cloned {
-		sources = CloneSources(steps)
-	}
-	err := Apply(rootfs, steps, sources, quietLog())
-	sources.Close()
+	err := Apply(rootfs, steps, quietLog())
 	if after := openFDs(t); after != before {
 		t.Errorf("Apply left %d descriptors open (%d before, %d after)", after-before, before, after)
 	}
@@ -349,38 +341,36 @@ func TestApply(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		for _, cloned := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/cloned sources %v", tt.name, cloned), func(t *testing.T) {
-				fx := newFixture(t)
-				var image []string
-				for _, l := range tt.image {
-					image = append(image, strings.ReplaceAll(l, "OUT", fx.outside))
+		t.Run(tt.name, func(t *testing.T) {
+			fx := newFixture(t)
+			var image []string
+			for _, l := range tt.image {
+				image = append(image, strings.ReplaceAll(l, "OUT", fx.outside))
+			}
+			makeTree(t, fx.rootfs, image...)
+			if tt.inputs != nil {
+				tt.inputs(&fx.in)
+			}
+			before := snapshot(t, fx.outside)
+			hostBefore := snapshot(t, fx.host)
+			inPrivateMountNS(t, func() {
+				err := applyCountingFDs(t, fx.rootfs, Plan(fx.in))
+				switch {
+				case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+					t.Errorf("Apply error = %v, want one containing %q", err, tt.wantErr)
+				case tt.wantErr == "" && err != nil:
+					t.Errorf("Apply: %v", err)
+					return
 				}
-				makeTree(t, fx.rootfs, image...)
-				if tt.inputs != nil {
-					tt.inputs(&fx.in)
-				}
-				before := snapshot(t, fx.outside)
-				hostBefore := snapshot(t, fx.host)
-				inPrivateMountNS(t, func() {
-					err := applyCountingFDs(t, fx.rootfs, Plan(fx.in), cloned)
-					switch {
-					case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
-						t.Errorf("Apply error = %v, want one containing %q", err, tt.wantErr)
-					case tt.wantErr == "" && err != nil:
-						t.Errorf("Apply: %v", err)
-						return
-					}
-					tt.check(t, fx)
-				})
-				if after := snapshot(t, fx.outside); after != before {
-					t.Errorf("the host changed outside the rootfs:\nbefore %s\nafter  %s", before, after)
-				}
-				if after := snapshot(t, fx.host); after != hostBefore {
-					t.Errorf("the simulated host tree changed")
-				}
+				tt.check(t, fx)
 			})
-		}
+			if after := snapshot(t, fx.outside); after != before {
+				t.Errorf("the host changed outside the rootfs:\nbefore %s\nafter  %s", before, after)
+			}
+			if after := snapshot(t, fx.host); after != hostBefore {
+				t.Errorf("the simulated host tree changed")
+			}
+		})
 	}
 }
 
@@ -399,7 +389,7 @@ func TestApplyUndoesOnFailure(t *testing.T) {
 	// The last step binds a folder that vanished (a driver update).
 	steps = append(steps, Step{Kind: Bind, Source: filepath.Join(fx.host, "usr/lib/wsl/drivers/gone"), Target: "/usr/lib/wsl/drivers/gone"})
 	inPrivateMountNS(t, func() {
-		err := applyCountingFDs(t, fx.rootfs, steps, true)
+		err := applyCountingFDs(t, fx.rootfs, steps)
 		var merr *Error
 		if !errors.As(err, &merr) || !errors.Is(err, unix.ENOENT) || merr.Target != "/usr/lib/wsl/drivers/gone" {
 			t.Errorf("Apply error = %v, want a bind error for the missing folder", err)
@@ -489,13 +479,11 @@ func TestApplyTwice(t *testing.T) {
 			makeTree(t, fx.rootfs, "dir dev", "file lib64/ld-linux-x86-64.so.2 ELF", "cache etc/ld.so.cache", "dir usr/bin")
 			fx.in.BindDevice = bindDevice
 			inPrivateMountNS(t, func() {
-				if err := Apply(fx.rootfs, Plan(fx.in), nil, quietLog()); err != nil {
+				if err := Apply(fx.rootfs, Plan(fx.in), quietLog()); err != nil {
 					t.Fatalf("first Apply: %v", err)
 				}
 				first := fileIdentities(t, fx.rootfs, LdconfFile, LdcacheFile)
-				// The second run's clones go unused (the mounts are kept)
-				// and must all be closed.
-				if err := applyCountingFDs(t, fx.rootfs, Plan(fx.in), true); err != nil {
+				if err := Apply(fx.rootfs, Plan(fx.in), quietLog()); err != nil {
 					t.Fatalf("second Apply: %v", err)
 				}
 				for target, n := range mountCounts(t, fx.rootfs) {
@@ -523,7 +511,7 @@ func TestApplyOverWritableBind(t *testing.T) {
 		if err := unix.Mount(fx.in.LibDir, lib, "", unix.MS_BIND, ""); err != nil {
 			t.Fatal(err)
 		}
-		if err := applyCountingFDs(t, fx.rootfs, Plan(fx.in), true); err != nil {
+		if err := Apply(fx.rootfs, Plan(fx.in), quietLog()); err != nil {
 			t.Fatalf("Apply: %v", err)
 		}
 		assertReadOnlyMount(t, lib, "libcuda.so.1")
@@ -566,51 +554,4 @@ func fileIdentities(t *testing.T, root string, paths ...string) string {
 		fmt.Fprintf(&b, "%s ino %d ctime %d.%09d; ", p, st.Ino, st.Ctim.Sec, st.Ctim.Nsec)
 	}
 	return b.String()
-}
-
-// TestApplyAttachesClonedSources: Apply attaches the mounts CloneSources
-// made ahead, not new clones of the paths. The lib dir is swapped for
-// another directory between the clone and Apply: the container sees the
-// one cloned; without clones, it sees the new one (the control).
-func TestApplyAttachesClonedSources(t *testing.T) {
-	requireRoot(t)
-	for _, cloned := range []bool{false, true} {
-		t.Run(fmt.Sprintf("cloned sources %v", cloned), func(t *testing.T) {
-			fx := newFixture(t)
-			makeTree(t, fx.rootfs, "dir dev", "file lib64/ld-linux-x86-64.so.2 ELF", "cache etc/ld.so.cache", "dir usr/bin")
-			steps := Plan(fx.in)
-			var sources *Sources
-			if cloned {
-				sources = CloneSources(steps)
-				defer sources.Close()
-			}
-			// Wait for the clones before the swap: take them and hand
-			// them back (they are the test's to give).
-			for _, s := range steps {
-				if tree := sources.take(s.Source); tree >= 0 {
-					done := make(chan int, 1)
-					done <- tree
-					sources.pending[s.Source] = done
-				}
-			}
-			lib := fx.in.LibDir
-			if err := os.Rename(lib, lib+".old"); err != nil {
-				t.Fatal(err)
-			}
-			makeTree(t, fx.host, "file usr/lib/wsl/lib/libcuda.so.1 NEW")
-			inPrivateMountNS(t, func() {
-				if err := Apply(fx.rootfs, steps, sources, quietLog()); err != nil {
-					t.Fatalf("Apply: %v", err)
-				}
-				got, err := os.ReadFile(filepath.Join(fx.rootfs, "usr/lib/wsl/lib/libcuda.so.1"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if isNew := string(got) == "NEW"; isNew == cloned {
-					t.Errorf("cloned sources %v: the container's libcuda.so.1 is %q: want the cloned lib dir's with clones, the new one's without", cloned, got)
-				}
-				assertReadOnlyMount(t, filepath.Join(fx.rootfs, "usr/lib/wsl/lib"), "libcuda.so.1")
-			})
-		})
-	}
 }
