@@ -36,5 +36,7 @@ $GO build -o "$bin/benchstart" ./hack/benchstart
 # The floors: an empty static Go hook, built the way the hook is.
 CGO_ENABLED=0 $GO build -trimpath -ldflags "-s -w" -o "$bin/emptyhook" ./hack/benchstart/emptyhook
 CGO_ENABLED=0 $GO build -trimpath -ldflags "-s -w" -o "$bin/dxgcall" ./hack/benchstart/dxgcall
-"$bin/benchstart" --runs "${RUNS:-21}" --hook "$hook" --compare "${COMPARE:-}" --empty "$bin/emptyhook" --dxgcall "$bin/dxgcall" --dxgsim "$bin/dxgsim" \
+# The floor of a warm start: its system calls and round trips, nothing else.
+CGO_ENABLED=0 $GO build -trimpath -ldflags "-s -w" -o "$bin/floorhook" ./hack/benchstart/floorhook
+"$bin/benchstart" --runs "${RUNS:-21}" --hook "$hook" --compare "${COMPARE:-}" --empty "$bin/emptyhook" --dxgcall "$bin/dxgcall" --floor "$bin/floorhook" --dxgsim "$bin/dxgsim" \
 	--latencyfs "$bin/latencyfs" --hosts "${HOSTS:-plain,latency}" ${FS_LATENCY:+--fs-latency "$FS_LATENCY"} ${DXG_LATENCY:+--dxg-latency "$DXG_LATENCY"} "$@"

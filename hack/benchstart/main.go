@@ -42,9 +42,13 @@
 //	        defaultFSLatency)
 //
 // Then the hook process alone: the hook, cold and warm (and --compare's
-// binary), and the empty Go hook exec'd the way runc runs a prestart hook,
-// with a created container's state on stdin, each run on a fresh root and
-// a fresh mount namespace as a first start has: wall time, and the CPU time
+// binary), the empty Go hook, and the floor of a warm start (floorhook: the
+// same round trips, cgroup rule, namespace entry, node, binds and files as
+// the hook's warm start, every decision made beforehand from one run of
+// the hook, its first run checked to have made them all), exec'd the way
+// runc runs a prestart hook, with a created container's state on stdin,
+// each run on a fresh root and a fresh mount namespace as a first start
+// has: wall time, and the CPU time
 // and page faults the kernel accounted to the process, which a loaded
 // machine disturbs much less. --alone-only measures only that; --trace V
 // --wrap CMD [--trace-runs N] runs one of them under strace, perf and the
@@ -62,6 +66,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -129,6 +134,7 @@ type options struct {
 	compare    string // another hook binary, measured alongside: "" for none
 	empty      string // the empty Go hook (emptyhook): "" leaves the floors out
 	dxgcall    string // the empty Go hook plus the warm start's one dxg call (dxgcall): "" leaves it out
+	floor      string // the floor of a warm start (floorhook): "" leaves it out
 	dxgsim     string
 	latencyfs  string // test/latencyfs: needed for the latency host
 	hosts      string
@@ -160,6 +166,7 @@ func main() {
 	flag.DurationVar(&o.fsLatency, "fs-latency", defaultFSLatency, "latency host: delay of each file system request to the lib dir and drivers dir (WSL's 9p; see defaultFSLatency)")
 	flag.DurationVar(&o.dxgLatency, "dxg-latency", defaultDxgLatency, "latency host: delay of each dxg call WSL forwards to the Windows host (see defaultDxgLatency)")
 	flag.StringVar(&o.empty, "empty", "", "the empty Go hook (hack/benchstart/emptyhook): adds the floor variants true and emptygo")
+	flag.StringVar(&o.floor, "floor", "", "the floor of a warm start (hack/benchstart/floorhook): adds the hook-alone variant floor")
 	flag.StringVar(&o.dxgcall, "dxgcall", "", "the empty Go hook plus one dxg call (hack/benchstart/dxgcall): adds the hook-alone variant dxgcall")
 	flag.StringVar(&o.compare, "compare", "", "a second hook binary (an older build, say), run as another variant \"compare\"")
 	flag.StringVar(&o.cache, "cache", "/var/cache/wsl-gpu-hook-e2e", "test/e2e's cache: the Debian minbase image and the fixture's compiled objects")
@@ -167,7 +174,7 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the work dir")
 	flag.StringVar(&o.host, "host", "", "internal: the host of a re-run under dxgsim")
 	flag.StringVar(&o.count, "count", "", "internal: count one start of this variant")
-	flag.StringVar(&o.trace, "trace", "", "run this hook-alone `VARIANT` (emptygo, hook, boot, cold, binary, compare) once, warm, under --wrap, instead of measuring")
+	flag.StringVar(&o.trace, "trace", "", "run this hook-alone `VARIANT` (emptygo, hook, boot, cold, binary, compare, floor) once, warm, under --wrap, instead of measuring")
 	flag.BoolVar(&o.aloneOnly, "alone-only", false, "measure only the hook process alone (its wall and CPU time next to the empty Go hook), not the container starts")
 	flag.IntVar(&o.traceRuns, "trace-runs", 1, "with --trace: runs of the variant (a system-wide perf record around them collects many)")
 	flag.StringVar(&o.wrap, "wrap", "", "with --trace: the `COMMAND` (split on spaces) to run the hook under, e.g. \"strace -f -tt -T -o /tmp/hook.strace\" or \"perf stat -r 20\"")
@@ -281,6 +288,11 @@ func prepareAndRun(o options) error {
 	}
 	if o.dxgcall != "" {
 		if err := copyFile(o.dxgcall, filepath.Join(work, "dxgcall")); err != nil {
+			return err
+		}
+	}
+	if o.floor != "" {
+		if err := copyFile(o.floor, filepath.Join(work, "floorhook")); err != nil {
 			return err
 		}
 	}
@@ -646,6 +658,10 @@ func hookOnly(work string, h host, base *specs.Spec, variants []variant, runs in
 		fmt.Printf("  of what hook adds: %s ms its binary doing nothing (size, package initialisation: binary over emptygo, paired), %s ms the start's work (hook over binary, paired)\n",
 			ms(median(paired(b.wall, floor.wall))), ms(median(paired(got["hook"].wall, b.wall))))
 	}
+	if f, ok := got["floor"]; ok {
+		fmt.Printf("  the floor of a warm start (the same stats, cgroup rule, namespace entry, node, binds and files, every decision made beforehand: floor over emptygo, paired) is %s ms; the hook's own work over it (hook over floor, paired) %s ms\n",
+			ms(median(paired(f.wall, floor.wall))), ms(median(paired(got["hook"].wall, f.wall))))
+	}
 	if d, ok := got["dxgcall"]; ok {
 		fmt.Printf("  of the start's work: %s ms its one dxg call (open, ENUMADAPTERS3, close: dxgcall over emptygo, paired), answered here by dxgsim through seccomp; on WSL the guest kernel answers it, and the open and the last close each wait on the host\n",
 			ms(median(paired(d.wall, floor.wall))))
@@ -715,7 +731,7 @@ func faultCost() (time.Duration, error) {
 	return median(per), nil
 }
 
-// traceAlone runs one hook-alone variant (emptygo, hook, boot, cold, binary or compare)
+// traceAlone runs one hook-alone variant (emptygo, hook, boot, cold, binary, compare or floor)
 // runs times under wrap (strace, perf stat, ...), after one untimed run of
 // it that warms the probe and page caches, and prints how long the wrapped
 // runs took. It is how one finds where a start's time goes.
@@ -727,7 +743,7 @@ func traceAlone(work string, h host, base *specs.Spec, variants []variant, name 
 	defer a.close()
 	i := slices.IndexFunc(a.hooks, func(v aloneHook) bool { return v.name == name })
 	if i < 0 {
-		return fmt.Errorf("--trace: no hook-alone variant %q (emptygo, hook, boot, cold, binary, compare)", name)
+		return fmt.Errorf("--trace: no hook-alone variant %q (emptygo, hook, boot, cold, binary, compare, floor)", name)
 	}
 	if _, err := a.run(a.hooks[i], nil); err != nil {
 		return err
@@ -749,6 +765,9 @@ type aloneHook struct {
 	name   string
 	args   []string
 	before func() error
+	// after, if set, checks what a run did, before the next run's fresh
+	// root replaces it.
+	after func() error
 }
 
 // alone is the created container the hooks run alone against: the
@@ -823,23 +842,120 @@ func newAlone(work string, h host, base *specs.Spec, variants []variant) (a *alo
 	a.cleanups = append(a.cleanups, func() { exec.Command("runc", "--root", state, "delete", "-f", a.id).Run() })
 	a.cleanups = append(a.cleanups, a.stopStandIn)
 	a.hooks = []aloneHook{
-		{"emptygo", []string{filepath.Join(work, "emptyhook")}, nil},
-		{"hook", []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.config, "prestart"}, hook.before},
-		{"cold", []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.coldConfig, "prestart"}, cold.before},
-		{"boot", []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.bootConfig, "prestart"}, boot.before},
+		{name: "emptygo", args: []string{filepath.Join(work, "emptyhook")}},
+		{name: "hook", args: []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.config, "prestart"}, before: hook.before},
+		{name: "cold", args: []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.coldConfig, "prestart"}, before: cold.before},
+		{name: "boot", args: []string{filepath.Join(work, "wsl-gpu-hook"), "--config", h.bootConfig, "prestart"}, before: boot.before},
 		// The hook's binary doing nothing: its size and its packages'
 		// initialisation, apart from the work of a start.
-		{"binary", []string{filepath.Join(work, "wsl-gpu-hook"), "version"}, nil},
+		{name: "binary", args: []string{filepath.Join(work, "wsl-gpu-hook"), "version"}},
 	}
 	if _, err := os.Stat(filepath.Join(work, "dxgcall")); err == nil {
 		// The one dxg call of a warm start, alone: what the simulator
 		// (and, on the latency host, the process object) charges for it.
-		a.hooks = append(a.hooks, aloneHook{"dxgcall", []string{filepath.Join(work, "dxgcall"), filepath.Join(work, "dev/dxg")}, nil})
+		a.hooks = append(a.hooks, aloneHook{name: "dxgcall", args: []string{filepath.Join(work, "dxgcall"), filepath.Join(work, "dev/dxg")}})
 	}
 	if _, err := os.Stat(filepath.Join(work, "wsl-gpu-hook-compare")); err == nil {
-		a.hooks = append(a.hooks, aloneHook{"compare", []string{filepath.Join(work, "wsl-gpu-hook-compare"), "--config", h.compareConfig, "prestart"}, hook.before})
+		a.hooks = append(a.hooks, aloneHook{name: "compare", args: []string{filepath.Join(work, "wsl-gpu-hook-compare"), "--config", h.compareConfig, "prestart"}, before: hook.before})
+	}
+	if _, err := os.Stat(filepath.Join(work, "floorhook")); err == nil {
+		floor, err := a.floorHook(work, h)
+		if err != nil {
+			return nil, fmt.Errorf("the floor: %w", err)
+		}
+		a.hooks = append(a.hooks, floor)
 	}
 	return a, nil
+}
+
+// floorHook is the floor variant: floorhook making the changes the hook's
+// warm start makes, with the folders it bound and the loader cache it
+// wrote, taken from one run of the hook. The floor's first run is checked
+// to have made them all, so that what it measures is that work.
+func (a *alone) floorHook(work string, h host) (aloneHook, error) {
+	from := filepath.Join(a.dir, "floor")
+	if err := os.MkdirAll(from, 0o755); err != nil {
+		return aloneHook{}, err
+	}
+	i := slices.IndexFunc(a.hooks, func(v aloneHook) bool { return v.name == "hook" })
+	if _, err := a.run(a.hooks[i], nil); err != nil {
+		return aloneHook{}, err
+	}
+	ents, err := os.ReadDir(filepath.Join(a.rootfs, "usr/lib/wsl/drivers"))
+	if err != nil {
+		return aloneHook{}, err
+	}
+	var folders []string
+	for _, e := range ents {
+		folders = append(folders, e.Name())
+	}
+	cache, err := os.ReadFile(filepath.Join(a.rootfs, "etc/ld.so.cache"))
+	if err != nil {
+		return aloneHook{}, err
+	}
+	if err := os.WriteFile(filepath.Join(from, "folders"), []byte(strings.Join(folders, "\n")), 0o644); err != nil {
+		return aloneHook{}, err
+	}
+	if err := os.WriteFile(filepath.Join(from, "ld.so.cache"), cache, 0o644); err != nil {
+		return aloneHook{}, err
+	}
+	args := []string{filepath.Join(work, "floorhook"), "-lib", h.libDir, "-drivers", h.driversDir, "-dev", filepath.Join(work, "dev/dxg"), "-from", from}
+	if allow := filepath.Join("/sys/fs/cgroup/devices", cgroupParent, a.id, "devices.allow"); fileExists(allow) {
+		args = append(args, "-devices-allow", allow)
+	}
+	checked := false
+	check := func() error {
+		if checked {
+			return nil
+		}
+		checked = true
+		return a.checkFloor(folders, cache)
+	}
+	return aloneHook{name: "floor", args: args, after: check}, nil
+}
+
+// checkFloor checks that the floor's run made what the hook makes: the
+// node, the three read-only mounts in the stand-in's namespace, the loader
+// files and the link.
+func (a *alone) checkFloor(folders []string, cache []byte) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(filepath.Join(a.rootfs, "dev/dxg"), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return fmt.Errorf("no /dev/dxg node in the rootfs (%v)", err)
+	}
+	mi, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", a.standIn.Process.Pid))
+	if err != nil {
+		return err
+	}
+	want := []string{"usr/lib/wsl/lib"}
+	for _, f := range folders {
+		want = append(want, "usr/lib/wsl/drivers/"+f)
+	}
+	for _, w := range want {
+		found := false
+		for _, l := range strings.Split(string(mi), "\n") {
+			if f := strings.Fields(l); len(f) > 5 && f[4] == filepath.Join(a.rootfs, w) && strings.HasPrefix(f[5], "ro,") {
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("%s is not mounted read-only in the container's namespace", w)
+		}
+	}
+	if got, err := os.ReadFile(filepath.Join(a.rootfs, "etc/ld.so.cache")); err != nil || !bytes.Equal(got, cache) {
+		return fmt.Errorf("the loader cache is not the hook's (%v)", err)
+	}
+	if _, err := os.ReadFile(filepath.Join(a.rootfs, "etc/ld.so.conf.d/wsl-gpu-hook.conf")); err != nil {
+		return err
+	}
+	if _, err := os.Readlink(filepath.Join(a.rootfs, "usr/bin/nvidia-smi")); err != nil {
+		return err
+	}
+	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 func (a *alone) close() {
@@ -941,6 +1057,11 @@ func (a *alone) run(v aloneHook, wrap []string) (aloneRun, error) {
 	d := time.Since(start)
 	if err != nil {
 		return aloneRun{}, fmt.Errorf("%s on a created container: %w: %s", v.name, err, out)
+	}
+	if v.after != nil {
+		if err := v.after(); err != nil {
+			return aloneRun{}, fmt.Errorf("%s on a created container: %w", v.name, err)
+		}
 	}
 	if len(wrap) > 0 {
 		os.Stdout.Write(out)
