@@ -6,7 +6,10 @@
 # instead of one built here the way `make build` builds it; COMPARE=path
 # runs a second hook binary (an older build) as another variant. The floors
 # true (/bin/true as the hook) and emptygo (an empty static Go hook) show
-# what any hook, and any Go hook, costs a start on this machine. HOSTS
+# what any hook, and any Go hook, costs a start on this machine; the
+# hook-alone section also runs floor (hack/benchstart/floorhook), the warm
+# start's system calls and round trips with every decision made
+# beforehand: what the work costs any Go hook here. HOSTS
 # (default plain,latency) picks the simulated hosts, measured one after the
 # other: latency serves the lib dir and drivers dir through test/latencyfs
 # (FUSE) and delays dxg calls to the host, as WSL's VM boundary does;
