@@ -900,7 +900,8 @@ func (a *alone) floorHook(work string, h host) (aloneHook, error) {
 		return aloneHook{}, err
 	}
 	args := []string{filepath.Join(work, "floorhook"), "-lib", h.libDir, "-drivers", h.driversDir, "-dev", filepath.Join(work, "dev/dxg"), "-from", from}
-	if allow := filepath.Join("/sys/fs/cgroup/devices", cgroupParent, a.id, "devices.allow"); fileExists(allow) {
+	allow := filepath.Join("/sys/fs/cgroup/devices", cgroupParent, a.id, "devices.allow")
+	if _, err := os.Stat(allow); err == nil {
 		args = append(args, "-devices-allow", allow)
 	}
 	checked := false
@@ -951,11 +952,6 @@ func (a *alone) checkFloor(folders []string, cache []byte) error {
 		return err
 	}
 	return nil
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
 
 func (a *alone) close() {
