@@ -1,23 +1,17 @@
 package nodelabels
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"os"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/deviceplugin"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/kubeapi"
 )
 
 // Prefix starts every label this package sets or removes.
@@ -48,36 +42,18 @@ func Labels(inv *driverstore.Inventory) map[string]string {
 
 // Client patches one node's labels through the API server.
 type Client struct {
-	// Server is the API server's URL; Token a bearer token; HTTP the
-	// client that trusts the API server's CA.
-	Server, Token string
-	HTTP          *http.Client
-	Node          string
+	API *kubeapi.Client
+	// Node is the node whose labels Patch changes; RemoveAll needs none.
+	Node string
 }
 
-// InCluster is the Client of a pod: the kubernetes Service from the
-// environment, the service account token and CA mounted in the pod. node
-// is the node whose labels Patch changes; RemoveAll needs none.
+// InCluster is the Client of a pod, with its service account.
 func InCluster(node string) (*Client, error) {
-	const sa = "/var/run/secrets/kubernetes.io/serviceaccount/"
-	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
-	if host == "" || port == "" {
-		return nil, fmt.Errorf("node labels: not in a pod (no KUBERNETES_SERVICE_HOST): run with the chart's labels.enabled")
-	}
-	token, err := os.ReadFile(sa + "token")
-	if err != nil {
-		return nil, fmt.Errorf("node labels: no service account token (automountServiceAccountToken off?): %w", err)
-	}
-	ca, err := os.ReadFile(sa + "ca.crt")
+	api, err := kubeapi.InCluster(kubeapi.ServiceAccountDir)
 	if err != nil {
 		return nil, fmt.Errorf("node labels: %w", err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(ca) {
-		return nil, fmt.Errorf("node labels: %sca.crt holds no certificate", sa)
-	}
-	return &Client{Server: "https://" + net.JoinHostPort(host, port), Token: strings.TrimSpace(string(token)), Node: node,
-		HTTP: &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}}, nil
+	return &Client{API: api, Node: node}, nil
 }
 
 // Patch sets want on the node and removes the labels in had (ours, set
@@ -93,38 +69,12 @@ func (c *Client) Patch(ctx context.Context, want, had map[string]string) error {
 	for k, v := range want {
 		labels[k] = v
 	}
-	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, c.Server+"/api/v1/nodes/"+c.Node, bytes.NewReader(body))
+	body := map[string]any{"metadata": map[string]any{"labels": labels}}
+	_, err := c.API.Do(ctx, "patch node "+c.Node, http.MethodPatch, kubeapi.Path("api", "v1", "nodes", c.Node), body, "application/merge-patch+json")
 	if err != nil {
-		return err
+		return fmt.Errorf("node labels: %w", err)
 	}
-	req.Header.Set("Content-Type", "application/merge-patch+json")
-	_, err = c.do(req, "patch node "+c.Node)
-	return err
-}
-
-// do sends req with the token and returns the body of a 2xx answer; any
-// other answer is an error with the API server's message.
-func (c *Client) do(req *http.Request, what string) ([]byte, error) {
-	req.Header.Set("Authorization", "Bearer "+c.Token)
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("node labels: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("node labels: %s: %w", what, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		msg := body[:min(len(body), 4096)]
-		var status struct{ Message string }
-		if json.Unmarshal(body, &status) == nil && status.Message != "" {
-			msg = []byte(status.Message)
-		}
-		return nil, fmt.Errorf("node labels: %s: %s: %s", what, resp.Status, msg)
-	}
-	return body, nil
+	return nil
 }
 
 // Ours reports whether key is one Labels can set: an uninstall removes
@@ -151,17 +101,13 @@ func Ours(key string) bool {
 
 // RemoveAll takes every label of ours (Ours) off every node, one merge
 // patch per node that has any, and returns the nodes it changed with the
-// keys removed. It is what the chart's uninstall runs: the plugin pods,
-// which remove their own node's labels when they stop, have lost their
-// RBAC by then.
+// keys removed. The chart's post-delete Job runs it for the nodes whose
+// plugin pod did not take its own labels off at the uninstall (a pod that
+// was not running, or could not reach the API server).
 func (c *Client) RemoveAll(ctx context.Context) (map[string][]string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Server+"/api/v1/nodes", nil)
+	body, err := c.API.Do(ctx, "list nodes", http.MethodGet, "/api/v1/nodes", nil, "")
 	if err != nil {
-		return nil, err
-	}
-	body, err := c.do(req, "list nodes")
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("node labels: %w", err)
 	}
 	var list struct {
 		Items []struct {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/kubeapi"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
@@ -65,7 +66,7 @@ func TestPatch(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	c := &Client{Server: srv.URL, Token: "tok", HTTP: srv.Client(), Node: "laptop"}
+	c := &Client{API: &kubeapi.Client{Server: srv.URL, Token: "tok", HTTP: srv.Client()}, Node: "laptop"}
 	err := c.Patch(context.Background(), map[string]string{Prefix + "present": "true"},
 		map[string]string{Prefix + "present": "false", Prefix + "amd.count": "1", "other.io/x": "y"})
 	if err != nil {
@@ -121,7 +122,7 @@ func TestRemoveAll(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	c := &Client{Server: srv.URL, Token: "tok", HTTP: srv.Client()}
+	c := &Client{API: &kubeapi.Client{Server: srv.URL, Token: "tok", HTTP: srv.Client()}}
 	removed, err := c.RemoveAll(context.Background())
 	if err == nil || err.Error() != "node labels: patch node denied: 403 Forbidden: no" {
 		t.Errorf("err = %v, want the denied node's patch error", err)
