@@ -1,8 +1,24 @@
 // Package nodesetup is what the device plugin's DaemonSet does to a node so
 // the node needs nothing installed by hand beyond WSL: it copies the hook
-// (and wsl-gpu-ctl beside it) from the image into a directory of the node,
-// keeps the CDI specs in the node's CDI dir current (they name that hook
-// copy), and removes all of it, and the directories it created, when the
-// plugin stops for good. The node's root is mounted into the container at
-// Root; every path here is a node path under it.
+// (and wsl-gpu-ctl beside it) from the image into a directory of the node
+// and keeps the CDI specs in the node's CDI dir current (they name that
+// hook copy). The node's paths are mounted into the container under Root;
+// every path here is a node path under it.
+//
+// # What stays, and what goes
+//
+// Running GPU pods depend on what setup writes: a container that restarts
+// needs its CDI spec and the hook it names. So a stop of the plugin pod
+// (an upgrade, a restart, an eviction, an OOM kill) removes nothing; only
+// the chart's uninstall calls [Setup.Remove] (package lifecycle decides
+// which stop is which). Remove takes away exactly what setup recorded
+// writing, by name, in the manifest it keeps in the hook dir
+// (node-setup.json), and the directories it recorded creating when they
+// are empty: never a file it did not write, such as another producer's
+// spec or a DRA claim's (the DRA driver owns those).
+//
+// The manifest names a file before the file is written, so a setup killed
+// half-way leaves nothing unrecorded; it only ever grows, so a file written
+// under an older version's name or into a directory an upgrade no longer
+// uses is still removed at the uninstall, where it is still mounted.
 package nodesetup

@@ -2,14 +2,21 @@ package nodesetup
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
 )
 
 // Defaults for a node: the hook copy lives with the node's state, the
@@ -39,15 +46,93 @@ func (s Setup) host(p string) string { return filepath.Join(s.Root, p) }
 // HookPath is the hook's node path, the one the specs name.
 func (s Setup) HookPath() string { return filepath.Join(s.HookDir, "wsl-gpu-hook") }
 
+// ManifestName is the manifest's name in the hook dir.
+const ManifestName = "node-setup.json"
+
+// legacyCreatedList is where versions before the manifest listed the
+// directories they created; Remove still reads it.
+const legacyCreatedList = ".created-dirs"
+
+// manifest is what setup wrote on the node, as node paths.
+type manifest struct {
+	Files []string `json:"files"`
+	Dirs  []string `json:"dirs"`
+}
+
+func (s Setup) manifestPath() string { return s.host(filepath.Join(s.HookDir, ManifestName)) }
+
+func (s Setup) readManifest() (manifest, error) {
+	var m manifest
+	data, err := os.ReadFile(s.manifestPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return m, nil
+	}
+	if err != nil {
+		return m, fmt.Errorf("node setup: read the manifest: %w", err)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, fmt.Errorf("node setup: manifest %s: %w: remove it; the next start writes it anew", filepath.Join(s.HookDir, ManifestName), err)
+	}
+	return m, nil
+}
+
+// record adds files and dirs to the manifest, writing it only when it
+// grows.
+func (s Setup) record(files, dirs []string) error {
+	m, err := s.readManifest()
+	if err != nil {
+		return err
+	}
+	n := len(m.Files) + len(m.Dirs)
+	for _, f := range files {
+		if !slices.Contains(m.Files, f) {
+			m.Files = append(m.Files, f)
+		}
+	}
+	for _, d := range dirs {
+		if !slices.Contains(m.Dirs, d) {
+			m.Dirs = append(m.Dirs, d)
+		}
+	}
+	if len(m.Files)+len(m.Dirs) == n {
+		return nil
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.Write(s.manifestPath(), append(data, '\n'), 0o644, atomicfile.Owner{}); err != nil {
+		return fmt.Errorf("node setup: write the manifest: %w", err)
+	}
+	return nil
+}
+
+// specFiles are the node paths of every static spec `cdi generate` may
+// write into the CDI dir.
+func (s Setup) specFiles() []string {
+	out := []string{filepath.Join(s.CDIDir, cdispec.FileName(cdispec.Kind))}
+	for _, vk := range cdispec.VendorKinds {
+		out = append(out, filepath.Join(s.CDIDir, cdispec.FileName(vk.Kind)))
+	}
+	return out
+}
+
 // Apply copies the binaries when they differ from the node's copies and
-// regenerates the specs (written only when they change). It returns one
-// line per change.
+// regenerates the specs (written only when they change), having recorded
+// every name it may write. It returns one line per change.
 func (s Setup) Apply() ([]string, error) {
 	var changed []string
 	if err := s.mkdir(s.HookDir); err != nil {
 		return nil, err
 	}
 	if err := s.mkdir(s.CDIDir); err != nil {
+		return nil, err
+	}
+	files := s.specFiles()
+	for _, b := range s.Binaries {
+		files = append(files, filepath.Join(s.HookDir, filepath.Base(b)))
+	}
+	if err := s.record(files, nil); err != nil {
 		return nil, err
 	}
 	for _, src := range s.Binaries {
@@ -90,9 +175,9 @@ func (s Setup) generate(dir, hook string) (string, error) {
 	return "", errors.New("no wsl-gpu-ctl among the binaries")
 }
 
-// mkdir creates dir (node path) and records, in a marker inside the
-// node's hook dir, each directory it had to create, so Remove takes away
-// only what setup made.
+// mkdir creates dir (node path) and records each directory it had to
+// create, so Remove takes away only what setup made. The manifest lives
+// in the hook dir, so the hook dir is made first.
 func (s Setup) mkdir(dir string) error {
 	var missing []string
 	for d := dir; d != "/" && d != "."; d = filepath.Dir(d) {
@@ -107,51 +192,68 @@ func (s Setup) mkdir(dir string) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	f, err := os.OpenFile(s.host(filepath.Join(s.HookDir, createdList)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("node setup: %w", err)
-	}
-	defer f.Close()
-	for _, d := range missing {
-		fmt.Fprintln(f, d)
-	}
-	return nil
+	return s.record(nil, missing)
 }
 
-// createdList names, one node path a line, the directories setup created.
-const createdList = ".created-dirs"
+// Keep applies the setup now and every interval until ctx ends (a driver
+// update or a new adapter changes the specs), logging each change and each
+// new failure once. It removes nothing when ctx ends.
+func (s Setup) Keep(ctx context.Context, interval time.Duration, log *slog.Logger) {
+	lastErr := ""
+	for {
+		changed, err := s.Apply()
+		for _, c := range changed {
+			log.Info("node setup: " + c)
+		}
+		switch {
+		case err != nil && err.Error() != lastErr:
+			log.Warn("node setup failed; retrying every interval", "err", err)
+			lastErr = err.Error()
+		case err == nil && lastErr != "":
+			log.Info("node setup works again")
+			lastErr = ""
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
+}
 
-// Remove takes away what Apply put on the node: the specs of ours in the
-// CDI dir (every name with wsl-gpu-hook in it), the binaries, and the
-// directories setup created, when empty. It returns one line per removal.
+// Remove takes away what setup recorded writing: the files in the
+// manifest, then the directories it created (deepest first) when empty,
+// then the manifest. It is for the chart's uninstall only. It returns one
+// line per removal.
 func (s Setup) Remove() ([]string, error) {
+	m, err := s.readManifest()
+	if err != nil {
+		return nil, err
+	}
+	if data, err := os.ReadFile(s.host(filepath.Join(s.HookDir, legacyCreatedList))); err == nil {
+		m.Dirs = append(m.Dirs, strings.Fields(string(data))...)
+	}
 	var removed []string
 	var errs []error
-	specs, _ := filepath.Glob(filepath.Join(s.host(s.CDIDir), "*wsl-gpu-hook*.json"))
-	for _, f := range specs {
-		if err := os.Remove(f); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		removed = append(removed, "removed "+filepath.Join(s.CDIDir, filepath.Base(f)))
-	}
-	for _, b := range s.Binaries {
-		f := s.host(filepath.Join(s.HookDir, filepath.Base(b)))
-		if err := os.Remove(f); err == nil {
-			removed = append(removed, "removed "+filepath.Join(s.HookDir, filepath.Base(b)))
+	for _, f := range m.Files {
+		if err := os.Remove(s.host(f)); err == nil {
+			removed = append(removed, "removed "+f)
 		} else if !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
-	list := s.host(filepath.Join(s.HookDir, createdList))
-	data, _ := os.ReadFile(list)
-	os.Remove(list)
-	dirs := strings.Fields(string(data))
-	// Deepest first: a dir's parents were listed after it.
-	for _, d := range dirs {
+	for _, f := range []string{legacyCreatedList, ManifestName} {
+		if err := os.Remove(s.host(filepath.Join(s.HookDir, f))); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	// Deepest first, whatever order they were recorded in.
+	slices.SortFunc(m.Dirs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	for _, d := range slices.Compact(m.Dirs) {
+		// A directory that now holds others' files stays, as it should.
 		if err := os.Remove(s.host(d)); err == nil {
 			removed = append(removed, "removed "+d)
-		} else if !errors.Is(err, os.ErrNotExist) {
+		} else if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
 			errs = append(errs, fmt.Errorf("leave %s: %w", d, err))
 		}
 	}
