@@ -9,12 +9,16 @@
 //	wsl-gpu-device-plugin [--config FILE] [--plugin-dir DIR] [--interval D] [--feature-file FILE]
 //	                      [--node-root DIR [--hook-dir DIR] [--cdi-dir DIR] [--setup-only]]
 //
-// With --node-root (the node's / as mounted in the plugin's container, as
-// the Helm chart does) it also sets the node up: copies the hook and
-// wsl-gpu-ctl from the image into --hook-dir, keeps the CDI specs in
-// --cdi-dir current every interval, and removes both (and the dirs it
-// made) when it stops; --setup-only does the setup once and exits (the
-// chart's init container).
+// With --node-root (the node's paths as mounted in the plugin's container,
+// as the Helm chart does) it also sets the node up: copies the hook and
+// wsl-gpu-ctl from the image into --hook-dir and keeps the CDI specs in
+// --cdi-dir current every interval; --setup-only does the setup once and
+// exits (the chart's init container). A stop removes none of it, nor the
+// node's labels, unless the stop is the chart's uninstall: with
+// --daemonset (the pod's own DaemonSet) it asks the API server whether the
+// DaemonSet is gone (package lifecycle). --uninstall-daemonset NAME is the
+// chart's pre-delete hook: it deletes the DaemonSet and waits for its pods
+// to clean their nodes.
 //
 // The decisions live in package deviceplugin; `wsl-gpu-hook info --k8s`
 // prints them without running anything.
@@ -42,6 +46,8 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/deviceplugin"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/deviceplugin/server"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/kubeapi"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/lifecycle"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/nodelabels"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/nodesetup"
 )
@@ -68,12 +74,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	debug := fs.Bool("debug", false, "log at debug level")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	metricsAddr := fs.String("metrics-listen", "", "serve GPU metrics for Prometheus at `ADDR`/metrics (e.g. :9835); \"\" serves none")
-	nodeRoot := fs.String("node-root", "", "the node's / as mounted here: set the node up (hook copy, CDI specs) and undo it on exit")
+	nodeRoot := fs.String("node-root", "", "the node's paths are mounted under `DIR` here: set the node up (hook copy, CDI specs); undone at the chart's uninstall only")
 	hookDir := fs.String("hook-dir", nodesetup.DefaultHookDir, "node `dir` the hook and wsl-gpu-ctl are copied into (with --node-root)")
 	cdiDir := fs.String("cdi-dir", nodesetup.DefaultCDIDir, "node CDI spec `dir` kept current (with --node-root)")
 	setupOnly := fs.Bool("setup-only", false, "set the node up once and exit (with --node-root)")
-	labelNode := fs.Bool("node-labels", false, "label this node (NODE_NAME) with its GPUs through the API server, with the pod's service account; removed on exit")
-	unlabel := fs.Bool("remove-node-labels", false, "remove the --node-labels labels from every node and exit (the chart runs it at helm uninstall)")
+	labelNode := fs.Bool("node-labels", false, "label this node (NODE_NAME) with its GPUs through the API server, with the pod's service account; removed at uninstall")
+	daemonSet := fs.String("daemonset", "", "this pod's DaemonSet `NAME`, in the pod's namespace: at a stop, remove the node setup and labels only if it is gone (the chart's uninstall)")
+	uninstall := fs.String("uninstall-daemonset", "", "delete the DaemonSet `NAME` in the pod's namespace, wait for its pods to clean their nodes, and exit (the chart's pre-delete hook)")
+	uninstallTimeout := fs.Duration("uninstall-timeout", 2*time.Minute, "how long --uninstall-daemonset waits for the pods")
+	unlabel := fs.Bool("remove-node-labels", false, "remove the --node-labels labels from every node and exit (the chart runs it after helm uninstall)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -84,6 +93,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if *unlabel {
 		return removeNodeLabels(ctx, stderr)
 	}
+	if *uninstall != "" {
+		return uninstallDaemonSet(ctx, *uninstall, *uninstallTimeout, stderr)
+	}
 	cfg, err := config.Load(config.Find(*cfgPath, os.Getenv))
 	if err != nil {
 		return fmt.Errorf("%w: fix the configuration file", err)
@@ -93,6 +105,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// What the pod put on its node, undone at an uninstall only; the
+	// setup loop stops with ctx, also when the plugin fails.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var undo []func(lifecycle.Verdict)
 	if *nodeRoot != "" {
 		self, err := os.Executable()
 		if err != nil {
@@ -114,8 +131,24 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			}
 			return nil
 		}
-		stopSetup := keepNodeSetUp(ctx, setup, *interval, log)
-		defer stopSetup()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			setup.Keep(ctx, *interval, log)
+		}()
+		undo = append(undo, func(v lifecycle.Verdict) {
+			<-done
+			if !v.Uninstall {
+				return
+			}
+			removed, err := setup.Remove()
+			for _, r := range removed {
+				log.Info("node cleanup: " + r)
+			}
+			if err != nil {
+				log.Warn("node cleanup incomplete", "err", err)
+			}
+		})
 	} else if *setupOnly {
 		return fmt.Errorf("--setup-only needs --node-root")
 	}
@@ -132,9 +165,23 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		l := &labeler{client: client, log: log}
-		onInventory = l.update
-		defer l.remove()
+		l := &nodelabels.Labeler{Client: client, Log: log}
+		onInventory = l.Update
+		undo = append(undo, func(v lifecycle.Verdict) {
+			if v.Uninstall {
+				l.Remove()
+			}
+		})
+	}
+	if len(undo) > 0 {
+		defer func() {
+			cancel()
+			v := stopVerdict(*daemonSet)
+			log.Info("stopping: " + v.Reason)
+			for _, u := range undo {
+				u(v)
+			}
+		}()
 	}
 	m := server.New(server.Config{
 		OnInventory: onInventory,
@@ -164,45 +211,38 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	return m.Run(ctx)
 }
 
-// keepNodeSetUp applies setup now and every interval until ctx ends (a
-// driver update or a new adapter changes the specs), logging each change
-// and each new failure once; the returned func waits for it and then
-// removes what setup put on the node.
-func keepNodeSetUp(ctx context.Context, setup nodesetup.Setup, interval time.Duration, log *slog.Logger) func() {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		lastErr := ""
-		for {
-			changed, err := setup.Apply()
-			for _, c := range changed {
-				log.Info("node setup: " + c)
-			}
-			switch {
-			case err != nil && err.Error() != lastErr:
-				log.Warn("node setup failed; retrying every interval", "err", err)
-				lastErr = err.Error()
-			case err == nil && lastErr != "":
-				log.Info("node setup works again")
-				lastErr = ""
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(interval):
-			}
-		}
-	}()
-	return func() {
-		<-done
-		removed, err := setup.Remove()
-		for _, r := range removed {
-			log.Info("node cleanup: " + r)
-		}
-		if err != nil {
-			log.Warn("node cleanup incomplete", "err", err)
-		}
+// stopVerdict is what this stop means for what the pod put on its node:
+// an uninstall only when the pod's DaemonSet is gone.
+func stopVerdict(daemonSet string) lifecycle.Verdict {
+	if daemonSet == "" {
+		return lifecycle.Verdict{Reason: "no --daemonset: keeping what is on the node (the chart passes it, and cleans up at its uninstall)"}
 	}
+	api, err := kubeapi.InCluster(kubeapi.ServiceAccountDir)
+	if err != nil {
+		return lifecycle.Verdict{Reason: fmt.Sprintf("cannot tell whether the chart is uninstalled (%v): keeping what is on the node", err)}
+	}
+	ns, err := kubeapi.Namespace(kubeapi.ServiceAccountDir)
+	if err != nil {
+		return lifecycle.Verdict{Reason: fmt.Sprintf("cannot tell whether the chart is uninstalled (%v): keeping what is on the node", err)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return lifecycle.Decide(ctx, api, ns, daemonSet)
+}
+
+// uninstallDaemonSet is the chart's pre-delete hook.
+func uninstallDaemonSet(ctx context.Context, name string, timeout time.Duration, stderr io.Writer) error {
+	api, err := kubeapi.InCluster(kubeapi.ServiceAccountDir)
+	if err != nil {
+		return err
+	}
+	ns, err := kubeapi.Namespace(kubeapi.ServiceAccountDir)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return lifecycle.Uninstall(ctx, api, ns, name, time.Second, stderr)
 }
 
 // removeNodeLabels takes the labels --node-labels sets off every node,
@@ -223,46 +263,6 @@ func removeNodeLabels(ctx context.Context, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "no node has labels of ours")
 	}
 	return err
-}
-
-// labeler keeps the node's labels in step with its adapters.
-type labeler struct {
-	client  *nodelabels.Client
-	log     *slog.Logger
-	had     map[string]string
-	lastErr string
-}
-
-func (l *labeler) update(inv *driverstore.Inventory) {
-	want := nodelabels.Labels(inv)
-	if maps.Equal(want, l.had) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := l.client.Patch(ctx, want, l.had); err != nil {
-		if err.Error() != l.lastErr {
-			l.log.Warn("node labels not set; retrying every interval", "err", err)
-			l.lastErr = err.Error()
-		}
-		return
-	}
-	l.lastErr = ""
-	l.log.Info("node labels set", "node", l.client.Node, "labels", strings.Join(nodelabels.Keys(want), " "))
-	l.had = want
-}
-
-func (l *labeler) remove() {
-	if len(l.had) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := l.client.Remove(ctx, l.had); err != nil {
-		l.log.Warn("node labels left on the node", "err", err)
-		return
-	}
-	l.log.Info("node labels removed", "node", l.client.Node)
 }
 
 func orDefaults(p string) string {
