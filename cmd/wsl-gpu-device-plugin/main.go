@@ -26,6 +26,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -82,7 +83,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	daemonSet := fs.String("daemonset", "", "this pod's DaemonSet `NAME`, in the pod's namespace: at a stop, remove the node setup and labels only if it is gone (the chart's uninstall)")
 	uninstall := fs.String("uninstall-daemonset", "", "delete the DaemonSet `NAME` in the pod's namespace, wait for its pods to clean their nodes, and exit (the chart's pre-delete hook)")
 	uninstallTimeout := fs.Duration("uninstall-timeout", 2*time.Minute, "how long --uninstall-daemonset waits for the pods")
-	unlabel := fs.Bool("remove-node-labels", false, "remove the --node-labels labels from every node and exit (the chart runs it after helm uninstall)")
+	unlabel := fs.Bool("remove-node-labels", false, "remove the --node-labels labels from every node and exit (after --uninstall-daemonset: the chart's pre-delete hook)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -90,11 +91,21 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "wsl-gpu-device-plugin %s\n", version)
 		return nil
 	}
+	if *uninstall != "" {
+		// Pods that cannot stop (their node is down) leave files that
+		// cost nothing: say so, and let the uninstall go on.
+		var left *lifecycle.PodsLeftError
+		if err := uninstallDaemonSet(ctx, *uninstall, *uninstallTimeout, stderr); errors.As(err, &left) {
+			fmt.Fprintf(stderr, "warning: %v\n", err)
+		} else if err != nil {
+			return err
+		}
+	}
 	if *unlabel {
 		return removeNodeLabels(ctx, stderr)
 	}
 	if *uninstall != "" {
-		return uninstallDaemonSet(ctx, *uninstall, *uninstallTimeout, stderr)
+		return nil
 	}
 	cfg, err := config.Load(config.Find(*cfgPath, os.Getenv))
 	if err != nil {

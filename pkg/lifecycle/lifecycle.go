@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -92,32 +93,46 @@ func Uninstall(ctx context.Context, c *kubeapi.Client, namespace, name string, p
 	fmt.Fprintf(out, "deleted %s; waiting for its pods to clean their nodes\n", what)
 	selector := selectorString(ds.Spec.Selector.MatchLabels)
 	list := kubeapi.Path("api", "v1", "namespaces", namespace, "pods") + "?labelSelector=" + url.QueryEscape(selector)
-	last := ""
+	var left []string
 	for {
 		body, err := c.Do(ctx, "list pods "+selector, http.MethodGet, list, nil, "")
 		if err == nil {
-			left, perr := podsLeft(body)
+			now, perr := podsLeft(body)
 			if perr != nil {
 				return fmt.Errorf("list pods %s: %w", selector, perr)
 			}
-			if len(left) == 0 {
+			if len(now) == 0 {
 				fmt.Fprintf(out, "every pod of %s is gone\n", what)
 				return nil
 			}
-			if now := strings.Join(left, " "); now != last {
-				fmt.Fprintf(out, "still stopping: %s\n", now)
-				last = now
+			if !slices.Equal(now, left) {
+				fmt.Fprintf(out, "still stopping: %s\n", strings.Join(now, " "))
 			}
+			left = now
 		}
 		select {
 		case <-ctx.Done():
-			if err == nil {
-				err = fmt.Errorf("pods still stopping: %s", last)
+			if left == nil {
+				return fmt.Errorf("wait for the pods of %s: %w", what, err)
 			}
-			return fmt.Errorf("wait for the pods of %s: %w: their nodes may keep the hook and CDI specs", what, err)
+			return &PodsLeftError{DaemonSet: what, Pods: left}
 		case <-time.After(poll):
 		}
 	}
+}
+
+// PodsLeftError says which pods of the DaemonSet had not stopped when
+// Uninstall's time was up (a node that is down cannot stop its pod). Their
+// nodes keep what the pods put there: a caller may go on with the
+// uninstall.
+type PodsLeftError struct {
+	DaemonSet string
+	// Pods are name@node.
+	Pods []string
+}
+
+func (e *PodsLeftError) Error() string {
+	return fmt.Sprintf("pods of %s still stopping: %s: their nodes keep the hook copy and the CDI specs", e.DaemonSet, strings.Join(e.Pods, " "))
 }
 
 // selectorString renders matchLabels as a label selector, keys sorted.

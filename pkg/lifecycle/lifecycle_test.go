@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -125,9 +126,10 @@ func TestUninstallGivesUpWhenPodsOutliveTheDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	err := Uninstall(ctx, client(t, a), "gpu", "wsl-gpu-hook", time.Millisecond, io.Discard)
-	want := "wait for the pods of DaemonSet gpu/wsl-gpu-hook: pods still stopping: wsl-gpu-hook-abcde@laptop: their nodes may keep the hook and CDI specs"
-	if err == nil || err.Error() != want {
-		t.Errorf("err = %v, want %s", err, want)
+	var left *PodsLeftError
+	want := "pods of DaemonSet gpu/wsl-gpu-hook still stopping: wsl-gpu-hook-abcde@laptop: their nodes keep the hook copy and the CDI specs"
+	if !errors.As(err, &left) || err.Error() != want {
+		t.Errorf("err = %v, want a *PodsLeftError: %s", err, want)
 	}
 }
 
