@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	cdi "tags.cncf.io/container-device-interface/specs-go"
 
@@ -56,29 +55,15 @@ func runCDI(cfg config.Config, args []string, stdout io.Writer) error {
 	if flags.Output != "" {
 		return writeOneSpec(specs, flags, stdout)
 	}
+	// Sync checks first that no other producer defines our names (NVIDIA's
+	// refresh service at boot writes nvidia.com/gpu=all): engines would
+	// refuse them. Then it writes nothing and says so in one line.
 	changed, err := cdiinstall.Sync(o, specs)
 	for _, c := range changed {
 		fmt.Fprintf(stdout, "cdi: wrote %s\n", c)
 	}
 	if err != nil {
 		return fmt.Errorf("cdi generate: %w", err)
-	}
-	// Another producer may have written the same names since install
-	// (NVIDIA's refresh service at boot): engines would refuse them.
-	want := map[string]string{}
-	for _, s := range specs {
-		for _, d := range s.Devices {
-			want[s.Kind+"="+d.Name] = filepath.Join(o.SpecDir, cdispec.FileName(s.Kind))
-		}
-	}
-	conflicts, err := cdiinstall.Detect(o, nil, want)
-	if err != nil {
-		return fmt.Errorf("cdi generate: %w", err)
-	}
-	if len(conflicts) > 0 {
-		e := &cdiinstall.ConflictError{Conflicts: conflicts}
-		fmt.Fprint(stdout, e.Explain())
-		return fmt.Errorf("cdi generate: %w: run wsl-gpu-hook install cdi with the choice", e)
 	}
 	return nil
 }

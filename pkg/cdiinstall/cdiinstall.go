@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -174,24 +175,59 @@ type Conflict struct {
 	Shadowed bool
 }
 
-// ConflictError is returned when a vendor kind is defined by another
-// producer and no choice was made: nothing is planned.
-type ConflictError struct{ Conflicts []Conflict }
+// ConflictError is returned when a device name of ours is defined by
+// another producer and no choice was made: nothing is planned or written.
+type ConflictError struct {
+	Conflicts []Conflict
+	// Generate marks the error of `cdi generate` (Sync), whose way out is
+	// --skip-kind or removing the other file, not install's choices.
+	Generate bool
+}
 
 func (e *ConflictError) Error() string {
-	var kinds []string
+	var kinds, others, devs []string
 	for _, c := range e.Conflicts {
 		if !slices.Contains(kinds, c.Kind) {
 			kinds = append(kinds, c.Kind)
 		}
+		if !slices.Contains(others, c.Other) {
+			others = append(others, c.Other)
+		}
+		devs = append(devs, c.Device)
 	}
-	var flags []string
+	msg := fmt.Sprintf("%s already defined by %s (%s): nothing changed: ",
+		strings.Join(kinds, ", "), strings.Join(others, ", "), strings.Join(devs, " "))
+	if !e.Generate {
+		var flags []string
+		for _, k := range kinds {
+			flags = append(flags, "--"+flagName(k)+"=ours|skip")
+		}
+		return msg + "choose " + strings.Join(flags, " ") + " (see above)"
+	}
+	// Our own kind cannot be skipped: the other file has to go.
+	what := "remove that file"
+	if len(others) > 1 {
+		what = "remove those files"
+	}
+	if slices.Contains(kinds, cdispec.NVIDIAKind) {
+		what += " (NVIDIA's refresh service writes it again: " + nvidiaRefreshOff + ")"
+	}
+	var skips, choices []string
 	for _, k := range kinds {
-		flags = append(flags, "--"+flagName(k)+"=ours|skip")
+		if isVendorKind(k) {
+			skips = append(skips, "--skip-kind "+k)
+			choices = append(choices, "--"+flagName(k)+"=skip")
+		}
 	}
-	return fmt.Sprintf("%s already defined by %s: nothing changed: choose %s (see above)",
-		strings.Join(kinds, ", "), e.Conflicts[0].Other, strings.Join(flags, " "))
+	if len(skips) > 0 {
+		what += fmt.Sprintf(", or leave the kind to it with %s (for the boot unit: wsl-gpu-hook install %s cdi)",
+			strings.Join(skips, " "), strings.Join(choices, " "))
+	}
+	return msg + what
 }
+
+// nvidiaRefreshOff stops NVIDIA's toolkit from writing its spec again.
+const nvidiaRefreshOff = "systemctl disable --now nvidia-cdi-refresh.path nvidia-cdi-refresh.service"
 
 // Explain says, for a person, what each choice means.
 func (e *ConflictError) Explain() string {
@@ -221,7 +257,7 @@ func (e *ConflictError) Explain() string {
 		fmt.Fprintf(&b, "  --%s=ours  move %s aside (kept as *%s, which engines do not read) and write ours:\n", flagName(k), strings.Join(others, ", "), ".wsl-gpu-hook.bak")
 		fmt.Fprintf(&b, "             --gpus and --device %s=... then get the folders of the current driver at every start.\n", k)
 		fmt.Fprintf(&b, "             If NVIDIA's nvidia-cdi-refresh service writes it again at boot, disable it:\n")
-		fmt.Fprintf(&b, "             systemctl disable --now nvidia-cdi-refresh.path nvidia-cdi-refresh.service\n")
+		fmt.Fprintf(&b, "             %s\n", nvidiaRefreshOff)
 		fmt.Fprintf(&b, "  --%s=skip  leave %s to the other producer and write only wsl-gpu-hook.dev/gpu\n", flagName(k), k)
 		fmt.Fprintf(&b, "             (use --device wsl-gpu-hook.dev/gpu=all; --gpus keeps using the other spec).\n")
 	}
@@ -233,11 +269,11 @@ func flagName(kind string) string {
 	return vendor + "-kind"
 }
 
-// Detect loads o.ReadDirs as engines do, with files (path -> content; nil
+// detect loads o.ReadDirs as engines do, with files (path -> content; nil
 // removes) in place of what is there, and reports every device of want
 // (qualified names) that does not resolve to the file of ours that defines
 // it.
-func Detect(o Options, files map[string][]byte, want map[string]string) ([]Conflict, error) {
+func detect(o Options, files map[string][]byte, want map[string]string) ([]Conflict, error) {
 	tmp, err := os.MkdirTemp("", "wsl-gpu-hook-cdi-check-")
 	if err != nil {
 		return nil, err
@@ -324,6 +360,62 @@ func Detect(o Options, files map[string][]byte, want map[string]string) ([]Confl
 	return out, nil
 }
 
+// resolve is the one conflict check, of `install cdi` (Plan) and `cdi
+// generate` (Sync), made before either changes anything. It returns the
+// files o.SpecDir is to hold for specs (path -> content; nil for a file
+// that goes: ours no longer generated, or another producer's moved aside
+// by an Ours choice). It loads o.ReadDirs as engines do with those files
+// in place; a device name of ours that another file also defines is
+// settled by o.Kinds, or else is a ConflictError.
+func resolve(o Options, specs []*cdi.Spec) (map[string][]byte, error) {
+	files, err := Files(o, specs)
+	if err != nil {
+		return nil, err
+	}
+	ours, err := oursNow(o)
+	if err != nil {
+		return nil, err
+	}
+	// Our files that this run does not write any more (a kind now
+	// skipped, the spec name of older versions) go.
+	for _, f := range ours {
+		if _, ok := files[f]; !ok {
+			files[f] = nil
+		}
+	}
+	want := map[string]string{}
+	for _, s := range specs {
+		for _, d := range s.Devices {
+			want[s.Kind+"="+d.Name] = path.Join(o.SpecDir, cdispec.FileName(s.Kind))
+		}
+	}
+	conflicts, err := detect(o, files, want)
+	if err != nil {
+		return nil, err
+	}
+	var undecided []Conflict
+	for _, c := range conflicts {
+		switch o.Kinds[c.Kind] {
+		case Ours:
+			if _, ok := files[c.Other]; !ok {
+				files[c.Other] = nil
+			}
+		default:
+			undecided = append(undecided, c)
+		}
+	}
+	if len(undecided) > 0 {
+		return nil, &ConflictError{Conflicts: undecided}
+	}
+	// With the other files moved aside, ours must resolve.
+	if again, err := detect(o, files, want); err != nil {
+		return nil, err
+	} else if len(again) > 0 {
+		return nil, &ConflictError{Conflicts: again}
+	}
+	return files, nil
+}
+
 // Host is what Plan needs from the host.
 type Host struct {
 	Inventory *driverstore.Inventory
@@ -359,54 +451,12 @@ func Plan(o Options, h Host, uninstall bool) (*install.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, err := Files(o, specs)
+	files, err := resolve(o, specs)
 	if err != nil {
 		return nil, err
-	}
-	// Our files that this install does not write any more (a kind now
-	// skipped, the spec name of older versions) go.
-	for _, f := range ours {
-		if _, ok := files[f]; !ok {
-			files[f] = nil
-		}
-	}
-	want := map[string]string{}
-	for _, s := range specs {
-		for _, d := range s.Devices {
-			want[s.Kind+"="+d.Name] = path.Join(o.SpecDir, cdispec.FileName(s.Kind))
-		}
-	}
-	conflicts, err := Detect(o, files, want)
-	if err != nil {
-		return nil, err
-	}
-	var undecided []Conflict
-	for _, c := range conflicts {
-		switch o.Kinds[c.Kind] {
-		case Ours:
-			if _, ok := files[c.Other]; !ok {
-				files[c.Other] = nil
-			}
-		default:
-			undecided = append(undecided, c)
-		}
-	}
-	if len(undecided) > 0 {
-		return nil, &ConflictError{Conflicts: undecided}
-	}
-	// With the other files moved aside, ours must resolve.
-	if again, err := Detect(o, files, want); err != nil {
-		return nil, err
-	} else if len(again) > 0 {
-		return nil, &ConflictError{Conflicts: again}
 	}
 
-	paths := make([]string, 0, len(files))
-	for f := range files {
-		paths = append(paths, f)
-	}
-	sort.Strings(paths)
-	for _, f := range paths {
+	for _, f := range slices.Sorted(maps.Keys(files)) {
 		if files[f] == nil {
 			if err := p.remove(o, f); err != nil {
 				return nil, err
@@ -468,30 +518,34 @@ func readOptional(p string) ([]byte, error) {
 	return data, nil
 }
 
-// oursNow lists the spec files of ours present in o.SpecDir: every name
-// FileName gives a kind, and the legacy name when it holds our kind.
-func oursNow(o Options) ([]string, error) {
-	var out []string
+// SpecNames are the file names of ours in a CDI directory, current and
+// past: each kind's cdispec.FileName, and the one spec of versions before
+// the vendor kinds (LegacySpec's name). Removal looks for them: uninstall
+// cdi here, the .deb's prerm by a copy of this list that test/deb holds
+// to it.
+func SpecNames() []string {
 	names := []string{cdispec.FileName(cdispec.Kind)}
 	for _, vk := range cdispec.VendorKinds {
 		names = append(names, cdispec.FileName(vk.Kind))
 	}
-	for _, n := range names {
+	return append(names, path.Base(LegacySpec))
+}
+
+// oursNow lists the spec files of ours present in o.SpecDir: every name
+// of SpecNames, the legacy one only when it holds our kind (the name is
+// not distinctive enough on its own).
+func oursNow(o Options) ([]string, error) {
+	var out []string
+	for _, n := range SpecNames() {
 		f := path.Join(o.SpecDir, n)
-		if data, err := readOptional(o.path(f)); err != nil {
-			return nil, err
-		} else if data != nil {
-			out = append(out, f)
-		}
-	}
-	if o.SpecDir == SystemSpecDir {
-		data, err := readOptional(o.path(LegacySpec))
+		data, err := readOptional(o.path(f))
 		if err != nil {
 			return nil, err
 		}
-		if data != nil && bytes.Contains(data, []byte(`"kind": "`+cdispec.Kind+`"`)) {
-			out = append(out, LegacySpec)
+		if data == nil || (n == path.Base(LegacySpec) && !bytes.Contains(data, []byte(`"kind": "`+cdispec.Kind+`"`))) {
+			continue
 		}
+		out = append(out, f)
 	}
 	return out, nil
 }
@@ -590,28 +644,27 @@ func (f GenerateFlags) Options(hookPath, configPath string) Options {
 // Sync makes o.SpecDir hold exactly the files for specs: each written
 // only when its bytes change (engines watching the dir see no event
 // otherwise), and our files for kinds no longer generated removed. It
+// first makes the conflict check Plan makes, and on a conflict returns a
+// ConflictError having written nothing; it moves no other producer's file
+// aside (an Ours choice is install's, whose Plan keeps a backup). It
 // returns the paths it changed.
 func Sync(o Options, specs []*cdi.Spec) ([]string, error) {
-	files, err := Files(o, specs)
-	if err != nil {
-		return nil, err
-	}
-	ours, err := oursNow(o)
-	if err != nil {
-		return nil, err
-	}
-	for _, f := range ours {
-		if _, ok := files[f]; !ok {
-			files[f] = nil
+	o.Kinds = maps.Clone(o.Kinds)
+	for k, c := range o.Kinds {
+		if c == Ours {
+			delete(o.Kinds, k)
 		}
 	}
-	paths := make([]string, 0, len(files))
-	for f := range files {
-		paths = append(paths, f)
+	files, err := resolve(o, specs)
+	var ce *ConflictError
+	if errors.As(err, &ce) {
+		ce.Generate = true
 	}
-	sort.Strings(paths)
+	if err != nil {
+		return nil, err
+	}
 	var changed []string
-	for _, f := range paths {
+	for _, f := range slices.Sorted(maps.Keys(files)) {
 		full := o.path(f)
 		old, err := readOptional(full)
 		if err != nil {

@@ -14,7 +14,6 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/install"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 )
 
 func laptop() Host {
@@ -28,8 +27,18 @@ func laptop() Host {
 	}
 }
 
-// nvidiaYAML is what NVIDIA's toolkit writes on WSL (trimmed).
-var nvidiaYAML = fixture.NVIDIASpec("nvltwi.inf_amd64_7b2a5c1c4e6f8d90")
+// nvidiaSpecFile is what `nvidia-ctk cdi generate` 1.20 writes on WSL for
+// the simulated laptop's NVIDIA folder: one device, nvidia.com/gpu=all.
+const nvidiaSpecFile = "testdata/nvidia-ctk-1.20-wsl.yaml"
+
+func nvidiaSpec(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(nvidiaSpecFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
 
 func write(t *testing.T, root, p, data string) {
 	t.Helper()
@@ -52,6 +61,7 @@ func paths(p *install.Plan) []string {
 }
 
 func TestPlanConflicts(t *testing.T) {
+	nvidiaYAML := nvidiaSpec(t)
 	tests := []struct {
 		name    string
 		files   map[string]string // existing, system paths
@@ -63,7 +73,7 @@ func TestPlanConflicts(t *testing.T) {
 			"create /etc/cdi/nvidia.com-gpu_wsl-gpu-hook.json", "create /etc/cdi/wsl-gpu-hook.dev-gpu.json", "create " + SystemUnitPath,
 		}},
 		{name: "NVIDIA's spec in /etc/cdi, no choice", files: map[string]string{"/etc/cdi/nvidia.yaml": nvidiaYAML},
-			wantErr: "nvidia.com/gpu already defined by /etc/cdi/nvidia.yaml: nothing changed: choose --nvidia-kind=ours|skip"},
+			wantErr: "nvidia.com/gpu already defined by /etc/cdi/nvidia.yaml (nvidia.com/gpu=all): nothing changed: choose --nvidia-kind=ours|skip (see above)"},
 		// /var/run/cdi ranks higher: NVIDIA's would silently win.
 		{name: "NVIDIA's spec in /var/run/cdi, no choice", files: map[string]string{"/var/run/cdi/nvidia.yaml": nvidiaYAML},
 			wantErr: "already defined by /var/run/cdi/nvidia.yaml"},
@@ -276,4 +286,94 @@ func TestParseGenerateArgs(t *testing.T) {
 			t.Errorf("ParseGenerateArgs(%v) succeeded", bad)
 		}
 	}
+}
+
+// listTree maps every file under root to its bytes: a test's way to see
+// that nothing was written.
+func listTree(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		out[strings.TrimPrefix(p, root)] = string(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestSyncRefusesAConflict is issue 33: `cdi generate` (the boot unit)
+// wrote its specs beside NVIDIA's nvidia.yaml, and only then said that
+// engines refuse nvidia.com/gpu=all. It must find that first and write
+// nothing.
+func TestSyncRefusesAConflict(t *testing.T) {
+	nvidia := nvidiaSpec(t)
+	ourOld := `{"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": [{"name": "all", "containerEdits": {"env": ["A=b"]}}]}`
+	tests := []struct {
+		name    string
+		files   map[string]string
+		skip    []string
+		wantErr string // "" for no conflict
+	}{
+		{name: "NVIDIA's spec in the dir", files: map[string]string{"/etc/cdi/nvidia.yaml": nvidia},
+			wantErr: "nvidia.com/gpu already defined by /etc/cdi/nvidia.yaml (nvidia.com/gpu=all): nothing changed: " +
+				"remove that file (NVIDIA's refresh service writes it again: systemctl disable --now nvidia-cdi-refresh.path nvidia-cdi-refresh.service), " +
+				"or leave the kind to it with --skip-kind nvidia.com/gpu (for the boot unit: wsl-gpu-hook install --nvidia-kind=skip cdi)"},
+		{name: "NVIDIA's spec in /var/run/cdi, which wins", files: map[string]string{"/var/run/cdi/nvidia.yaml": nvidia},
+			wantErr: "nvidia.com/gpu already defined by /var/run/cdi/nvidia.yaml (nvidia.com/gpu=all): nothing changed: "},
+		{name: "NVIDIA's spec beside an older one of ours", files: map[string]string{
+			"/etc/cdi/nvidia.yaml": nvidia, "/etc/cdi/nvidia.com-gpu_wsl-gpu-hook.json": ourOld},
+			wantErr: "nvidia.com/gpu already defined by /etc/cdi/nvidia.yaml (nvidia.com/gpu=all): nothing changed: "},
+		{name: "NVIDIA's spec, kind skipped", files: map[string]string{"/etc/cdi/nvidia.yaml": nvidia}, skip: []string{cdispec.NVIDIAKind}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			for p, data := range tt.files {
+				write(t, root, p, data)
+			}
+			o := GenerateFlags{Dir: SystemSpecDir, SkipKinds: tt.skip}.Options("/usr/bin/wsl-gpu-hook", "")
+			o.Prefix = root
+			h := laptop()
+			specs, err := cdispec.Generate(h.Inventory, o.SpecOptions(h.Device, h.LibDir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := listTree(t, root)
+			changed, err := Sync(o, specs)
+			if tt.wantErr == "" {
+				if err != nil || len(changed) == 0 {
+					t.Fatalf("Sync = %v, %v; want our specs written", changed, err)
+				}
+				if got := listTree(t, root)["/etc/cdi/nvidia.yaml"]; got != nvidia {
+					t.Error("NVIDIA's spec changed")
+				}
+				return
+			}
+			var ce *ConflictError
+			if !errors.As(err, &ce) || !strings.HasPrefix(err.Error(), tt.wantErr) {
+				t.Fatalf("Sync error:\n %v\nwant a conflict starting\n %s", err, tt.wantErr)
+			}
+			if len(changed) != 0 {
+				t.Errorf("Sync reports writes %v with a conflict", changed)
+			}
+			if after := listTree(t, root); !reflect.DeepEqual(after, before) {
+				t.Errorf("Sync changed the tree with a conflict:\nbefore %v\nafter  %v", keys(before), keys(after))
+			}
+		})
+	}
+}
+
+func keys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
