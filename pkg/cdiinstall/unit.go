@@ -7,7 +7,11 @@ import (
 )
 
 // Unit is the refresh unit for o: the shipped config/systemd file with the
-// ExecStart o.GenerateArgs makes, and for a user unit the user's target.
+// ExecStart o.GenerateArgs makes. A user unit (o.User) is started by the
+// user's own manager: its target is the user's, it is ordered against no
+// system service, and it has no sandbox, which a user manager sets up only
+// in a user namespace of its own where ProtectHome= would hide the very
+// spec dir it writes; it runs with the user's rights anyway.
 func Unit(o Options) string {
 	argv := append([]string{o.HookPath}, o.GenerateArgs()...)
 	quoted := make([]string, len(argv))
@@ -15,13 +19,22 @@ func Unit(o Options) string {
 		quoted[i] = quote(a)
 	}
 	var out []string
+	section := ""
 	for _, line := range strings.Split(config.CDIRefreshUnit, "\n") {
+		if strings.HasPrefix(line, "[") {
+			section = line
+		}
 		switch {
 		case strings.HasPrefix(line, "ExecStart="):
 			line = "ExecStart=" + strings.Join(quoted, " ")
-		case o.User && strings.HasPrefix(line, "Before="):
-			continue // system services: a user unit cannot order against them
-		case o.User && strings.HasPrefix(line, "WantedBy="):
+		case !o.User:
+		case section != "" && strings.HasPrefix(line, "#"):
+			continue // the comments say why of the lines dropped here
+		case strings.HasPrefix(line, "Before="):
+			continue
+		case section == "[Service]" && line != "" && line != section && !strings.HasPrefix(line, "Type="):
+			continue
+		case strings.HasPrefix(line, "WantedBy="):
 			line = "WantedBy=default.target"
 		}
 		out = append(out, line)
