@@ -162,6 +162,9 @@ func TestPackage(t *testing.T) {
 			t.Run("upgrade regenerates the CDI specs", func(t *testing.T) {
 				upgradeRegeneratesSpecs(t, lower, deb, host, dxgsim)
 			})
+			t.Run("CDI specs beside NVIDIA's then removal", func(t *testing.T) {
+				cdiLifecycle(t, lower, deb, host, dxgsim, filepath.Join(repo, "pkg/cdiinstall/testdata/nvidia-ctk-1.20-wsl.yaml"))
+			})
 		})
 	}
 }
@@ -201,6 +204,159 @@ func upgradeRegeneratesSpecs(t *testing.T, lower, deb, host, dxgsim string) {
 			t.Errorf("%s after the upgrade:\n%s\nwant what install cdi wrote:\n%s", f, got, w)
 		}
 	}
+}
+
+// cdiLifecycle is issue 33 in a Debian root with the package installed,
+// on the simulated laptop:
+//   - `cdi generate` beside NVIDIA's nvidia.yaml (what nvidia-ctk 1.20
+//     writes) fails with one line and writes nothing (it wrote its specs,
+//     which engines then refused, and failed after);
+//   - the unit `install cdi` wrote, its ExecStart run under its sandbox
+//     as far as a test without systemd can make it (sandboxed), rewrites
+//     a changed spec; once NVIDIA's refresh service has written its spec,
+//     it fails with one line and writes nothing;
+//   - `apt-get remove` leaves no spec of ours, no unit, no enabled unit,
+//     and NVIDIA's spec as it was (prerm knew only an old name before).
+func cdiLifecycle(t *testing.T, lower, deb, host, dxgsim, nvidiaSpec string) {
+	o := newOverlay(t, lower)
+	o.write(t, "tmp/"+filepath.Base(deb), string(must(os.ReadFile(deb))))
+	before := o.snapshot(t)
+	o.chroot(t, nil, "apt-get", "install", "-y", "--no-install-recommends", "/tmp/"+filepath.Base(deb))
+	o.copyTree(t, filepath.Join(host, "usr/lib/wsl"), "usr/lib/wsl")
+	if err := os.MkdirAll(filepath.Join(o.upper, "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sim := []string{dxgsim, "--profile", "nvidia-laptop", "--dev", filepath.Join(o.upper, "dev/dxg"), "--"}
+	nvidia := string(must(os.ReadFile(nvidiaSpec)))
+	cdiDir := filepath.Join(o.upper, "etc/cdi") // the roots have none: all of it is in upper
+	conflict := func(prog string) string {
+		return prog + ": cdi generate: nvidia.com/gpu already defined by /etc/cdi/nvidia.yaml (nvidia.com/gpu=all): nothing changed: " +
+			"remove that file (NVIDIA's refresh service writes it again: systemctl disable --now nvidia-cdi-refresh.path nvidia-cdi-refresh.service), " +
+			"or leave the kind to it with --skip-kind nvidia.com/gpu (for the boot unit: wsl-gpu-hook install --nvidia-kind=skip cdi)\n"
+	}
+
+	o.write(t, "etc/cdi/nvidia.yaml", nvidia)
+	specs := readTree(t, cdiDir)
+	code, out := o.chrootCode(t, sim, "wsl-gpu-ctl", "cdi", "generate")
+	if code == 0 || out != conflict("wsl-gpu-ctl") {
+		t.Errorf("cdi generate beside NVIDIA's spec: exit %d\n%s\nwant a failure and only\n%s", code, out, conflict("wsl-gpu-ctl"))
+	}
+	wantSame(t, "/etc/cdi after cdi generate beside NVIDIA's spec", specs, readTree(t, cdiDir))
+
+	// install cdi on a host without NVIDIA's spec, enabled as `systemctl
+	// enable` does it (the roots have no systemd).
+	if err := os.Remove(filepath.Join(cdiDir, "nvidia.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	o.chroot(t, sim, "wsl-gpu-ctl", "install", "cdi")
+	unitPath := filepath.Join(o.upper, "etc/systemd/system/wsl-gpu-hook-cdi.service")
+	unit := string(must(os.ReadFile(unitPath)))
+	link := filepath.Join(o.upper, "etc/systemd/system/multi-user.target.wants/wsl-gpu-hook-cdi.service")
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/systemd/system/wsl-gpu-hook-cdi.service", link); err != nil {
+		t.Fatal(err)
+	}
+	installed := readTree(t, cdiDir)
+	if len(installed) != 2 {
+		t.Fatalf("install cdi wrote %v, want the NVIDIA and wsl-gpu-hook.dev specs", installed)
+	}
+	for f := range installed {
+		if err := os.WriteFile(f, []byte("# written by an older wsl-gpu-hook\n"+installed[f]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The sandbox holds: nothing but the spec dir is writable, and no
+	// capability is left.
+	if code, out := sandboxed(t, o, sim, unit, "touch", "/etc/wsl-gpu-hook-sandbox"); code == 0 || !strings.Contains(out, "Read-only file system") {
+		t.Errorf("touch /etc/wsl-gpu-hook-sandbox in the sandbox: exit %d\n%s", code, out)
+	}
+	if code, out := sandboxed(t, o, sim, unit, "grep", "^CapEff:", "/proc/self/status"); code != 0 || out != "CapEff:\t0000000000000000\n" {
+		t.Errorf("capabilities in the sandbox: exit %d\n%s", code, out)
+	}
+	if code, out := sandboxed(t, o, sim, unit); code != 0 {
+		t.Fatalf("the unit under its sandbox: exit %d\n%s", code, out)
+	}
+	wantSame(t, "/etc/cdi after the unit ran", installed, readTree(t, cdiDir))
+
+	// NVIDIA's refresh service writes its spec at boot; then ours runs.
+	o.write(t, "etc/cdi/nvidia.yaml", nvidia)
+	specs = readTree(t, cdiDir)
+	if code, out := sandboxed(t, o, sim, unit); code == 0 || out != conflict("wsl-gpu-hook") {
+		t.Errorf("the unit beside NVIDIA's spec: exit %d\n%s\nwant a failure and only\n%s", code, out, conflict("wsl-gpu-hook"))
+	}
+	wantSame(t, "/etc/cdi after the unit ran beside NVIDIA's spec", specs, readTree(t, cdiDir))
+
+	if err := os.RemoveAll(filepath.Join(o.upper, "usr/lib/wsl")); err != nil {
+		t.Fatal(err)
+	}
+	out = o.chroot(t, nil, "apt-get", "remove", "-y", "wsl-gpu-hook")
+	t.Logf("apt-get remove:\n%s", out)
+	removed := o.snapshot(t)
+	wantSame(t, "files after remove (NVIDIA's spec and the conffile stay)", withKept(before.files, removed.files,
+		"etc/wsl-gpu-hook", "etc/wsl-gpu-hook/config.toml", "etc/cdi", "etc/cdi/nvidia.yaml"), removed.files)
+	if got := string(must(os.ReadFile(filepath.Join(cdiDir, "nvidia.yaml")))); got != nvidia {
+		t.Error("NVIDIA's spec changed on remove")
+	}
+}
+
+// sandboxed runs unit's ExecStart in the root as systemd would under the
+// unit's sandbox, as far as plain mounts and setpriv can make it:
+// ProtectSystem=strict (the root read-only but for its
+// ConfigurationDirectory= and ReadWritePaths=), PrivateTmp=, no
+// capability in the bounding set, NoNewPrivileges=. The device, seccomp
+// and /proc settings need systemd itself: the roots have none, and the
+// machine running the tests has no systemd as pid 1.
+// argv, when given, runs instead of ExecStart.
+func sandboxed(t *testing.T, o *overlay, sim []string, unit string, argv ...string) (int, string) {
+	t.Helper()
+	var execStart []string
+	script := "set -e\n"
+	for _, line := range strings.Split(unit, "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		switch k {
+		case "ExecStart":
+			execStart = strings.Fields(v) // install cdi quotes nothing here
+		case "ConfigurationDirectory":
+			for _, d := range strings.Fields(v) {
+				script += fmt.Sprintf("mkdir -p /etc/%[1]s; mount --bind /etc/%[1]s /etc/%[1]s\n", d)
+			}
+		case "ReadWritePaths":
+			for _, d := range strings.Fields(v) {
+				script += fmt.Sprintf("mount --bind %[1]s %[1]s\n", strings.TrimLeft(d, "-+"))
+			}
+		case "PrivateTmp":
+			if v == "yes" {
+				script += "mount -t tmpfs tmpfs /tmp\n"
+			}
+		}
+	}
+	if !strings.Contains(unit, "\nProtectSystem=strict\n") || !strings.Contains(unit, "\nCapabilityBoundingSet=\n") || !strings.Contains(unit, "\nNoNewPrivileges=yes\n") {
+		t.Fatalf("the unit is not sandboxed as this test assumes:\n%s", unit)
+	}
+	script += "mount -o remount,bind,ro /\nexec setpriv --no-new-privs --bounding-set=-all --inh-caps=-all -- \"$@\"\n"
+	if argv == nil {
+		argv = execStart
+	}
+	return o.chrootCode(t, sim, append([]string{"sh", "-c", script, "sh"}, argv...)...)
+}
+
+// readTree maps every file under dir to its content.
+func readTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		out[p] = string(must(os.ReadFile(p)))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // lintian fails on every error or warning the package's overrides do not
