@@ -236,12 +236,12 @@ func cdiLifecycle(t *testing.T, lower, deb, host, dxgsim, nvidiaSpec string) {
 	}
 
 	o.write(t, "etc/cdi/nvidia.yaml", nvidia)
-	specs := readTree(t, cdiDir)
+	specs := listFiles(t, cdiDir)
 	code, out := o.chrootCode(t, sim, "wsl-gpu-ctl", "cdi", "generate")
 	if code == 0 || out != conflict("wsl-gpu-ctl") {
 		t.Errorf("cdi generate beside NVIDIA's spec: exit %d\n%s\nwant a failure and only\n%s", code, out, conflict("wsl-gpu-ctl"))
 	}
-	wantSame(t, "/etc/cdi after cdi generate beside NVIDIA's spec", specs, readTree(t, cdiDir))
+	wantSame(t, "/etc/cdi after cdi generate beside NVIDIA's spec", specs, listFiles(t, cdiDir))
 
 	// install cdi on a host without NVIDIA's spec, enabled as `systemctl
 	// enable` does it (the roots have no systemd).
@@ -258,12 +258,12 @@ func cdiLifecycle(t *testing.T, lower, deb, host, dxgsim, nvidiaSpec string) {
 	if err := os.Symlink("/etc/systemd/system/wsl-gpu-hook-cdi.service", link); err != nil {
 		t.Fatal(err)
 	}
-	installed := readTree(t, cdiDir)
+	installed := listFiles(t, cdiDir)
 	if len(installed) != 2 {
 		t.Fatalf("install cdi wrote %v, want the NVIDIA and wsl-gpu-hook.dev specs", installed)
 	}
 	for f := range installed {
-		if err := os.WriteFile(f, []byte("# written by an older wsl-gpu-hook\n"+installed[f]), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(cdiDir, f), []byte("# written by an older wsl-gpu-hook\n"+installed[f]), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -278,15 +278,15 @@ func cdiLifecycle(t *testing.T, lower, deb, host, dxgsim, nvidiaSpec string) {
 	if code, out := sandboxed(t, o, sim, unit); code != 0 {
 		t.Fatalf("the unit under its sandbox: exit %d\n%s", code, out)
 	}
-	wantSame(t, "/etc/cdi after the unit ran", installed, readTree(t, cdiDir))
+	wantSame(t, "/etc/cdi after the unit ran", installed, listFiles(t, cdiDir))
 
 	// NVIDIA's refresh service writes its spec at boot; then ours runs.
 	o.write(t, "etc/cdi/nvidia.yaml", nvidia)
-	specs = readTree(t, cdiDir)
+	specs = listFiles(t, cdiDir)
 	if code, out := sandboxed(t, o, sim, unit); code == 0 || out != conflict("wsl-gpu-hook") {
 		t.Errorf("the unit beside NVIDIA's spec: exit %d\n%s\nwant a failure and only\n%s", code, out, conflict("wsl-gpu-hook"))
 	}
-	wantSame(t, "/etc/cdi after the unit ran beside NVIDIA's spec", specs, readTree(t, cdiDir))
+	wantSame(t, "/etc/cdi after the unit ran beside NVIDIA's spec", specs, listFiles(t, cdiDir))
 
 	if err := os.RemoveAll(filepath.Join(o.upper, "usr/lib/wsl")); err != nil {
 		t.Fatal(err)
@@ -340,23 +340,6 @@ func sandboxed(t *testing.T, o *overlay, sim []string, unit string, argv ...stri
 		argv = execStart
 	}
 	return o.chrootCode(t, sim, append([]string{"sh", "-c", script, "sh"}, argv...)...)
-}
-
-// readTree maps every file under dir to its content.
-func readTree(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		out[p] = string(must(os.ReadFile(p)))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // lintian fails on every error or warning the package's overrides do not

@@ -223,8 +223,8 @@ func TestPrermRemove(t *testing.T) {
 	}
 }
 
-// listFiles maps every file and link under root (by system path) to its
-// content or link target.
+// listFiles maps every file and link under root (by its path from root,
+// with a leading /) to its content or link target.
 func listFiles(t *testing.T, root string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
