@@ -20,7 +20,8 @@ import (
 )
 
 // runCDI is `cdi generate`: the specs for this host, written only when
-// they change. Flags: see cdiinstall.ParseGenerateArgs.
+// they change, and not at all while another producer defines one of their
+// device names. Flags: see cdiinstall.ParseGenerateArgs.
 func runCDI(cfg config.Config, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "generate" {
 		return cli.UsageError{Msg: "cdi: want `cdi generate [--dir DIR] [--hook PATH] [--skip-kind KIND]... | [--output FILE|-] [--kind KIND]`"}
