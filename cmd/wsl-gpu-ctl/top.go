@@ -16,6 +16,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/printable"
 )
 
 // topKinds are the engine kinds top shows, in column order.
@@ -84,7 +85,7 @@ func printTop(w io.Writer, s gpustats.Sample, interval time.Duration) {
 	fmt.Fprintln(tw, head)
 	for _, a := range s.Adapters {
 		if a.Error != "" {
-			fmt.Fprintf(tw, "%d\t%s\t%s\tunhealthy: %s\n", a.Index, a.Vendor, a.Description, a.Error)
+			fmt.Fprintf(tw, "%d\t%s\t%s\tunhealthy: %s\n", a.Index, cell(a.Vendor), cell(a.Description), line(a.Error))
 			continue
 		}
 		mem := a.Local
@@ -92,7 +93,7 @@ func printTop(w io.Writer, s gpustats.Sample, interval time.Duration) {
 		if mem.Total == 0 {
 			mem, group = a.NonLocal, "shared"
 		}
-		row := fmt.Sprintf("%d\t%s\t%s\t%s / %s %s\t%s", a.Index, a.Vendor, a.Description,
+		row := fmt.Sprintf("%d\t%s\t%s\t%s / %s %s\t%s", a.Index, cell(a.Vendor), cell(a.Description),
 			humanBytes(mem.Used), humanBytes(mem.Total), group, humanBytes(a.Budget))
 		busy := gpustats.KindBusy(a)
 		for _, k := range topKinds {
@@ -110,7 +111,7 @@ func printTop(w io.Writer, s gpustats.Sample, interval time.Duration) {
 	fmt.Fprintln(tw, "GPU\tPID\tCOMMAND\tCONTAINER\tPOD\tLOCAL\tSHARED")
 	for _, a := range s.Adapters {
 		for _, p := range a.Processes {
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", a.Index, p.PID, p.Comm, orDash(p.Container), orDash(p.Pod),
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", a.Index, p.PID, cell(p.Comm), cell(orDash(p.Container)), cell(orDash(p.Pod)),
 				humanBytes(p.Local), humanBytes(p.NonLocal))
 		}
 	}
@@ -118,14 +119,20 @@ func printTop(w io.Writer, s gpustats.Sample, interval time.Duration) {
 	for _, a := range s.Adapters {
 		for _, e := range a.Engines {
 			if e.Error != "" {
-				fmt.Fprintf(w, "warning: GPU %d engine %s: %s\n", a.Index, e.Name, e.Error)
+				fmt.Fprintf(w, "warning: GPU %d engine %s: %s\n", a.Index, cell(e.Name), line(e.Error))
 			}
 		}
 		for _, n := range a.Notes {
-			fmt.Fprintf(w, "note: GPU %d: %s\n", a.Index, n)
+			fmt.Fprintf(w, "note: GPU %d: %s\n", a.Index, line(n))
 		}
 	}
 }
+
+// cell and line make what top shows of names it did not choose (process
+// names, which any process sets itself, and what the driver reports)
+// safe for a terminal: no escape sequences, no tab to break the columns.
+func cell(s string) string { return printable.String(s, printable.Label) }
+func line(s string) string { return printable.String(s, printable.Line) }
 
 // humanBytes prints binary units with one decimal: 2.6 GiB.
 func humanBytes(b uint64) string {

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/printable"
 )
 
 // Sampler is what the collector reads; *gpustats.Sampler is one.
@@ -57,9 +58,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	start := time.Now()
 	s := c.s.Sample()
 	took := time.Since(start)
-	g := func(d *prometheus.Desc, v float64, l ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
+	m := func(d *prometheus.Desc, t prometheus.ValueType, v float64, l ...string) {
+		for i := range l {
+			l[i] = printable.String(l[i], printable.Label)
+		}
+		ch <- prometheus.MustNewConstMetric(d, t, v, l...)
 	}
+	g := func(d *prometheus.Desc, v float64, l ...string) { m(d, prometheus.GaugeValue, v, l...) }
 	for _, a := range s.Adapters {
 		idx := strconv.Itoa(a.Index)
 		up := 1.0
@@ -89,7 +94,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			g(c.budget, float64(a.Budget), idx, a.LUID, main)
 		}
 		for _, e := range a.Engines {
-			ch <- prometheus.MustNewConstMetric(c.running, prometheus.CounterValue, e.RunningSeconds, idx, a.LUID, strconv.Itoa(e.Node), e.Name, e.Kind)
+			m(c.running, prometheus.CounterValue, e.RunningSeconds, idx, a.LUID, strconv.Itoa(e.Node), e.Name, e.Kind)
 		}
 		for kind, v := range gpustats.KindBusy(a) {
 			g(c.busy, v, idx, a.LUID, kind)

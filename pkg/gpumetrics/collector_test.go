@@ -1,6 +1,7 @@
 package gpumetrics
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -73,4 +74,37 @@ func TestRegistersWithoutConflicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = promlint.New
+}
+
+// TestHostileProcessNamesAreSanitized: anyone who can open /dev/dxg names
+// their process (prctl, /proc/self/comm): invalid UTF-8 made client_golang
+// refuse the label value and escape sequences went out unescaped. The
+// scrape must succeed with the name made printable.
+func TestHostileProcessNamesAreSanitized(t *testing.T) {
+	s := sample()
+	s.Adapters[1].Processes[0].Comm = "\xff\xfe\x1b[31mred\u009b\x7f"
+	s.Adapters[1].Description = "RTX\x1b]0;owned\x07"
+	r := prometheus.NewPedanticRegistry()
+	r.MustRegister(New(fixed(s)))
+	mfs, err := r.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	got := map[string][]string{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				k := mf.GetName() + " " + l.GetName()
+				got[k] = append(got[k], l.GetValue())
+			}
+		}
+	}
+	for k, want := range map[string]string{
+		"wsl_gpu_process_memory_bytes comm": "\ufffd\ufffd\\x1b[31mred\\x9b\\x7f",
+		"wsl_gpu_adapter_info description":  "RTX\\x1b]0;owned\\x07",
+	} {
+		if !slices.Contains(got[k], want) {
+			t.Errorf("%s = %q, want %q among them", k, got[k], want)
+		}
+	}
 }
