@@ -45,7 +45,9 @@ const usage = `usage:
   wsl-gpu-ctl install|uninstall [--dry-run] [--prefix DIR] [--hook PATH] [--user] [--nvidia-kind=ours|skip] [--amd-kind=ours|skip]
                                 docker|podman|containerd|cdi...
   wsl-gpu-ctl [--config FILE] top [--interval D] [--once] [--json]     (GPU memory, engine busy %, processes per adapter)
-  wsl-gpu-ctl [--config FILE] metrics [--listen ADDR]                    (serve the same as Prometheus metrics, default 127.0.0.1:9835)
+  wsl-gpu-ctl [--config FILE] metrics [--listen ADDR] [--web-config-file FILE]
+                                          (serve the same as Prometheus metrics, default 127.0.0.1:9835;
+                                           the file: TLS and basic auth, as Prometheus exporters take it)
   wsl-gpu-ctl version
 (wsl-gpu-hook runs each of these too.)
 `
@@ -78,7 +80,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "top":
 		return runTop(ctx, cfg, cmdArgs, stdout)
 	case "metrics":
-		return runMetrics(ctx, cfg, cmdArgs, stdout)
+		return runMetrics(ctx, cfg, cmdArgs, stdout, stderr)
 	case "install":
 		return runInstall(cfg, cmdArgs, stdout, false)
 	default: // uninstall

@@ -6,50 +6,53 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
+	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpumetrics"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/metricsserver"
 )
 
 // runMetrics serves the GPU statistics for Prometheus at /metrics until
 // ctx ends (SIGINT/SIGTERM in main).
-func runMetrics(ctx context.Context, cfg config.Config, args []string, stdout io.Writer) error {
+func runMetrics(ctx context.Context, cfg config.Config, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("metrics", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	listen := fs.String("listen", "127.0.0.1:9835", "address to serve /metrics on")
+	webConfig := fs.String("web-config-file", "", "exporter-toolkit web configuration (TLS, basic auth)")
 	if err := fs.Parse(args); err != nil {
 		return cli.UsageError{Msg: "metrics: " + err.Error()}
 	}
+	// The server's own log (the toolkit's, a bad web configuration at a
+	// request) goes to stderr; stdout says where it serves.
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	reg := prometheus.NewRegistry()
+	srv, err := metricsserver.Listen(metricsserver.Options{Addr: *listen, WebConfigFile: *webConfig,
+		Limits: metricsserver.DefaultLimits(), Log: log}, reg)
+	switch {
+	case errors.Is(err, metricsserver.ErrWebConfig):
+		return fmt.Errorf("metrics: %w: fix --web-config-file", err)
+	case err != nil:
+		return fmt.Errorf("metrics: %w: pick a free address with --listen", err)
+	}
 	s, err := gpustats.Open(gpustats.Options{Device: cfg.DxgDevice, ProcessRescan: 10 * time.Second})
 	if err != nil {
+		srv.Close()
 		return fmt.Errorf("metrics: %w", err)
 	}
 	defer s.Close()
-	reg := prometheus.NewRegistry()
 	reg.MustRegister(gpumetrics.New(s))
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{MaxRequestsInFlight: 2, Timeout: 10 * time.Second}))
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return fmt.Errorf("metrics: %w: pick a free address with --listen", err)
+	if *webConfig != "" {
+		fmt.Fprintf(stdout, "serving GPU metrics on %s/metrics as %s says\n", srv.Addr(), *webConfig)
+	} else {
+		fmt.Fprintf(stdout, "serving GPU metrics on http://%s/metrics\n", srv.Addr())
 	}
-	fmt.Fprintf(stdout, "serving GPU metrics on http://%s/metrics\n", ln.Addr())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(ctx); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	return nil

@@ -1,0 +1,31 @@
+// Package metricsserver serves a Prometheus registry at /metrics with
+// limits a hostile or careless client cannot get past: `wsl-gpu-ctl
+// metrics` and the device plugin serve through it. The plugin runs on
+// every node under a memory limit and also serves the kubelet, so what a
+// client can make it hold must be bounded.
+//
+// # Model
+//
+// Listen checks the web configuration and binds the address; Serve serves
+// until its context ends. Every connection counts against MaxConns (the
+// listener blocks in Accept past it, so further connections wait in the
+// kernel's accept queue, holding no goroutine, buffer or fd of ours); a
+// connection that sends no request is closed after ReadHeaderTimeout, a
+// keep-alive one after IdleTimeout without a request; reads, writes and
+// headers are bounded; at most MaxScrapes scrapes run at once (more are
+// answered 503). DefaultLimits says why each value is what it is.
+//
+// # TLS and authentication
+//
+// The web configuration file is the one every Prometheus exporter takes
+// (github.com/prometheus/exporter-toolkit: tls_server_config,
+// basic_auth_users with bcrypt hashes, http_server_config headers,
+// rate_limit), re-read at every request, so certificates and users
+// change without a restart. Without one the server speaks plain HTTP to
+// whoever can reach the address: bind it to loopback, or keep it to the
+// scrapers with a network policy.
+//
+// # When not to use it
+//
+// The hook never links it (no network on a container start).
+package metricsserver
