@@ -6,7 +6,7 @@ import (
 )
 
 // BenchmarkDxgProcesses is the /proc scan one sample pays for per-process
-// figures: every fd of every process is stat'ed. Compare with
+// figures: every fd link of every process is read. Compare with
 // BenchmarkReadProcDirs (the listing alone) in the same run.
 func BenchmarkDxgProcesses(b *testing.B) {
 	for b.Loop() {

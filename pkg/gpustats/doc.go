@@ -49,10 +49,25 @@
 // figures. Memory Windows applications use is in the adapter totals and in
 // no process.
 //
+// # Finding the dxg processes
+//
+// DxgProcesses lists /proc/PID/fd of every process and reads each link,
+// which procfs answers from the kernel's own records; only an fd named
+// like the device (its base name, or "dxg" as in a container's /dev) is
+// stat'ed, with AT_STATX_DONT_SYNC, and matched by device number. So no
+// filesystem is asked anything: a process holding a file on a hung NFS,
+// 9p or FUSE mount (/mnt/c on WSL) does not stall the scan. A node the
+// container was given under another name is not found. The scan runs
+// beside the sampler, never under its lock, one at a time; a sample waits
+// for it at most 2 s and otherwise goes on with the previous scan's
+// processes and a note saying so.
+//
 // # Safety
 //
 // Nothing here runs on the container start path (the hook never imports
 // this package). Every reply is bounds-checked by dxcore; counters that go
 // backwards or grow faster than wall time give a per-engine error line and
-// a fresh baseline, never a negative or >100% figure.
+// a fresh baseline, never a negative or >100% figure. Process names are
+// reported as the process set them: callers that show them pass them
+// through package printable.
 package gpustats

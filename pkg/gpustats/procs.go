@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,9 +32,18 @@ type Process struct {
 }
 
 // DxgProcesses lists the processes under procRoot with an fd on the
-// character device at device (compared by device number, so a container's
-// bind mount of the node counts). Processes that vanish or cannot be read
-// (another user's, without root) are skipped.
+// character device at device: an fd whose path is named like the device
+// (its base name, or "dxg" as in every container's /dev) and that is a
+// character device with the device's number, so a container's own node or
+// bind mount counts. Processes that vanish or cannot be read (another
+// user's, without root) are skipped.
+//
+// It never waits for a filesystem: the links in /proc/PID/fd are answered
+// by procfs from the kernel's own records, and only an fd named like the
+// device is stat'ed, with AT_STATX_DONT_SYNC (the attributes the kernel
+// has, not asked of an NFS, 9p or FUSE server). A process holding a file
+// on a hung mount (/mnt/c on WSL, a dead FUSE daemon) would otherwise
+// stall the scan for as long as the mount hangs.
 func DxgProcesses(procRoot, device string) ([]Process, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(device, &st); err != nil {
@@ -41,7 +52,7 @@ func DxgProcesses(procRoot, device string) ([]Process, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
 		return nil, fmt.Errorf("%s is not a character device", device)
 	}
-	rdev := st.Rdev
+	node := deviceNode{rdev: st.Rdev, names: []string{filepath.Base(device), "dxg"}}
 	dirs, err := os.ReadDir(procRoot)
 	if err != nil {
 		return nil, fmt.Errorf("list processes: %w", err)
@@ -49,7 +60,7 @@ func DxgProcesses(procRoot, device string) ([]Process, error) {
 	var out []Process
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
-		if err != nil || !holdsDevice(filepath.Join(procRoot, d.Name(), "fd"), rdev) {
+		if err != nil || !node.heldBy(filepath.Join(procRoot, d.Name(), "fd")) {
 			continue
 		}
 		p := Process{PID: pid, NSPID: pid}
@@ -72,7 +83,14 @@ func DxgProcesses(procRoot, device string) ([]Process, error) {
 	return out, nil
 }
 
-func holdsDevice(fdDir string, rdev uint64) bool {
+// deviceNode is what an fd must be to be the device.
+type deviceNode struct {
+	rdev  uint64
+	names []string
+}
+
+// heldBy says whether a process (its /proc/PID/fd) holds the node.
+func (n deviceNode) heldBy(fdDir string) bool {
 	fds, err := os.ReadDir(fdDir)
 	if err != nil {
 		return false
@@ -80,17 +98,28 @@ func holdsDevice(fdDir string, rdev uint64) bool {
 	for _, fd := range fds {
 		p := filepath.Join(fdDir, fd.Name())
 		// Sockets, pipes and anonymous inodes ("socket:[123]") are most
-		// fds and cannot be the device; reading the link is far cheaper
-		// than stat'ing through it.
-		if link, err := os.Readlink(p); err != nil || !strings.HasPrefix(link, "/") {
+		// fds; files elsewhere are named otherwise. Reading the link asks
+		// procfs, never the file's filesystem.
+		link, err := os.Readlink(p)
+		if err != nil || !n.named(link) {
 			continue
 		}
-		var st unix.Stat_t
-		if unix.Stat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == rdev {
+		var st unix.Statx_t
+		if unix.Statx(unix.AT_FDCWD, p, unix.AT_STATX_DONT_SYNC, unix.STATX_TYPE, &st) == nil &&
+			st.Mode&unix.S_IFMT == unix.S_IFCHR && unix.Mkdev(st.Rdev_major, st.Rdev_minor) == n.rdev {
 			return true
 		}
 	}
 	return false
+}
+
+// named says whether an fd's link is a path named like the node; a node
+// removed while open reads "PATH (deleted)".
+func (n deviceNode) named(link string) bool {
+	if !strings.HasPrefix(link, "/") {
+		return false
+	}
+	return slices.Contains(n.names, path.Base(strings.TrimSuffix(link, " (deleted)")))
 }
 
 // parseNSPid reads the last NSpid field of /proc/PID/status: the pid in

@@ -81,9 +81,9 @@ type Options struct {
 	NoProcesses bool
 	// ProcessRescan is how often the /proc scan for dxg processes runs; in
 	// between, the processes found last are asked again (one that exited
-	// answers EINVAL and is dropped from the figures). The scan stats every
-	// fd of every process and costs far more than the ioctls on a busy
-	// host (BenchmarkDxgProcesses); 0 scans on every sample.
+	// answers EINVAL and is dropped from the figures). The scan reads
+	// every fd link of every process and costs far more than the ioctls
+	// on a busy host (BenchmarkDxgProcesses); 0 scans on every sample.
 	ProcessRescan time.Duration
 }
 
@@ -108,10 +108,11 @@ type Sampler struct {
 	counter countingSession
 	now     func() time.Time
 
-	procs    []Process
-	procErr  error
-	scanned  time.Time
-	rescanOK bool
+	// scan runs the /proc scan (scanProcs, DxgProcesses or a test's)
+	// outside mu; a sample waits for it at most scanWait.
+	scan      procScan
+	scanProcs func() ([]Process, error)
+	scanWait  time.Duration
 
 	// open opens a session and list lists the LUIDs the kernel has;
 	// dxcore's, or a fake in tests.
@@ -122,6 +123,12 @@ type Sampler struct {
 	failed bool
 	opened time.Time
 }
+
+// scanWait is how long a sample waits for a /proc scan under way: a scan
+// takes milliseconds (BenchmarkDxgProcesses), and one that takes longer
+// is stuck on something the scan did not foresee; the sample goes on with
+// the previous scan's processes rather than stall every scrape with it.
+const scanWait = 2 * time.Second
 
 // reopenAfterError bounds how often failing statistics reopen the
 // session: an adapter that stays broken is re-enumerated (round trips to
@@ -181,8 +188,10 @@ func open(opt Options, openFn func(string) (session, error), list func(string) (
 	if opt.ProcRoot == "" {
 		opt.ProcRoot = "/proc"
 	}
-	return &Sampler{opt: opt, s: s, nodes: map[dxcore.LUID][]dxcore.Node{}, prev: map[string]reading{},
-		now: now, open: openFn, list: list, opened: now()}, nil
+	p := &Sampler{opt: opt, s: s, nodes: map[dxcore.LUID][]dxcore.Node{}, prev: map[string]reading{},
+		now: now, open: openFn, list: list, opened: now(), scanWait: scanWait}
+	p.scanProcs = func() ([]Process, error) { return DxgProcesses(opt.ProcRoot, opt.Device) }
+	return p, nil
 }
 
 // refresh opens a new session when the current one is stale (see
@@ -230,15 +239,15 @@ func (p *Sampler) Adapters() []dxcore.StatsAdapter {
 
 // Sample reads every adapter once.
 func (p *Sampler) Sample() Sample {
+	var procs []Process
+	var procErr error
+	if !p.opt.NoProcesses {
+		procs, procErr = p.scan.get(p.now(), p.opt.ProcessRescan, p.scanWait, p.scanProcs)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
 	p.counter.n = 0
-	if !p.opt.NoProcesses && (!p.rescanOK || now.Sub(p.scanned) >= p.opt.ProcessRescan) {
-		p.procs, p.procErr = DxgProcesses(p.opt.ProcRoot, p.opt.Device)
-		p.scanned, p.rescanOK = now, true
-	}
-	procs, procErr := p.procs, p.procErr
 	reopenNote := p.refresh(now)
 	out := Sample{Time: now}
 	p.failed = false
