@@ -45,9 +45,9 @@ const usage = `usage:
   wsl-gpu-ctl install|uninstall [--dry-run] [--prefix DIR] [--hook PATH] [--user] [--nvidia-kind=ours|skip] [--amd-kind=ours|skip]
                                 docker|podman|containerd|cdi...
   wsl-gpu-ctl [--config FILE] top [--interval D] [--once] [--json]     (GPU memory, engine busy %, processes per adapter)
-  wsl-gpu-ctl [--config FILE] metrics [--listen ADDR] [--web-config-file FILE]
-                                          (serve the same as Prometheus metrics, default 127.0.0.1:9835;
-                                           the file: TLS and basic auth, as Prometheus exporters take it)
+  wsl-gpu-ctl [--config FILE] metrics [--listen ADDR] [--web-config-file FILE] [--interval D]
+                                          (serve the same as Prometheus metrics, default 127.0.0.1:9835, sampled
+                                           every 10s; the file: TLS and basic auth, as Prometheus exporters take it)
   wsl-gpu-ctl version
 (wsl-gpu-hook runs each of these too.)
 `

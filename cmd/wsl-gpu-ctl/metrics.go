@@ -25,8 +25,12 @@ func runMetrics(ctx context.Context, cfg config.Config, args []string, stdout, s
 	fs.SetOutput(io.Discard)
 	listen := fs.String("listen", "127.0.0.1:9835", "address to serve /metrics on")
 	webConfig := fs.String("web-config-file", "", "exporter-toolkit web configuration (TLS, basic auth)")
+	interval := fs.Duration("interval", 10*time.Second, "sample this often; busy ratios are over one interval")
 	if err := fs.Parse(args); err != nil {
 		return cli.UsageError{Msg: "metrics: " + err.Error()}
+	}
+	if *interval < time.Second {
+		return cli.UsageError{Msg: "metrics: --interval must be at least 1s"}
 	}
 	// The server's own log (the toolkit's, a bad web configuration at a
 	// request) goes to stderr; stdout says where it serves.
@@ -46,7 +50,9 @@ func runMetrics(ctx context.Context, cfg config.Config, args []string, stdout, s
 		return fmt.Errorf("metrics: %w", err)
 	}
 	defer s.Close()
-	reg.MustRegister(gpumetrics.New(s))
+	poller := gpustats.Poll(s, *interval)
+	defer poller.Stop()
+	reg.MustRegister(gpumetrics.New(poller))
 	if *webConfig != "" {
 		fmt.Fprintf(stdout, "serving GPU metrics on %s/metrics as %s says\n", srv.Addr(), *webConfig)
 	} else {

@@ -7,7 +7,7 @@
 // which runs on every container start, never links gRPC.
 //
 //	wsl-gpu-device-plugin [--config FILE] [--plugin-dir DIR] [--interval D] [--feature-file FILE]
-//	                      [--metrics-listen ADDR [--web-config-file FILE]]
+//	                      [--metrics-listen ADDR [--metrics-interval D] [--web-config-file FILE]]
 //	                      [--node-root DIR [--hook-dir DIR] [--cdi-dir DIR] [--setup-only]]
 //
 // With --node-root (the node's paths as mounted in the plugin's container,
@@ -76,6 +76,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	debug := fs.Bool("debug", false, "log at debug level")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	metricsAddr := fs.String("metrics-listen", "", "serve GPU metrics for Prometheus at `ADDR`/metrics (e.g. :9835); \"\" serves none")
+	metricsInterval := fs.Duration("metrics-interval", 10*time.Second, "sample the GPU metrics this often; busy ratios are over one interval")
 	webConfig := fs.String("web-config-file", "", "exporter-toolkit web configuration `file` for the metrics (TLS, basic auth); \"\" serves plain HTTP")
 	nodeRoot := fs.String("node-root", "", "the node's paths are mounted under `DIR` here: set the node up (hook copy, CDI specs); undone at the chart's uninstall only")
 	hookDir := fs.String("hook-dir", nodesetup.DefaultHookDir, "node `dir` the hook and wsl-gpu-ctl are copied into (with --node-root)")
@@ -88,6 +89,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	unlabel := fs.Bool("remove-node-labels", false, "remove the --node-labels labels from every node and exit (after --uninstall-daemonset: the chart's pre-delete hook)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *metricsInterval < time.Second {
+		return fmt.Errorf("--metrics-interval must be at least 1s")
 	}
 	if *showVersion {
 		fmt.Fprintf(stderr, "wsl-gpu-device-plugin %s\n", version)
@@ -215,7 +219,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Log: log,
 	})
 	if *metricsAddr != "" {
-		stopMetrics, err := serveMetrics(ctx, cfg.DxgDevice, *metricsAddr, *webConfig, log)
+		stopMetrics, err := serveMetrics(ctx, cfg.DxgDevice, *metricsAddr, *webConfig, *metricsInterval, log)
 		if err != nil {
 			return err
 		}

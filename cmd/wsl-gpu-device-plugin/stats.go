@@ -14,28 +14,32 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/metricsserver"
 )
 
-// serveMetrics serves gpumetrics at addr until ctx ends or the returned
-// func is called, which stops the server and closes the device. A node whose
+// serveMetrics serves gpumetrics, sampled every interval, at addr until
+// ctx ends or the returned func is called, which stops the server and
+// closes the device. A node whose
 // device does not open (no /dev/dxg: a WSL node without a GPU, or not
 // WSL) serves none and says why once: the plugin still runs there,
 // advertising nothing, as the chart deploys it on every node. An address
 // that cannot be listened on, or a web configuration that does not load,
 // is an error.
-func serveMetrics(ctx context.Context, device, addr, webConfig string, log *slog.Logger) (func(), error) {
+func serveMetrics(ctx context.Context, device, addr, webConfig string, interval time.Duration, log *slog.Logger) (func(), error) {
 	s, err := gpustats.Open(gpustats.Options{Device: device, ProcessRescan: 10 * time.Second})
 	if err != nil {
 		log.Warn("serving no GPU metrics: the device does not open", "err", err)
 		return func() {}, nil
 	}
+	poller := gpustats.Poll(s, interval)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(gpumetrics.New(s))
+	reg.MustRegister(gpumetrics.New(poller))
 	srv, err := metricsserver.Listen(metricsserver.Options{Addr: addr, WebConfigFile: webConfig,
 		Limits: metricsserver.DefaultLimits(), Log: log}, reg)
 	switch {
 	case errors.Is(err, metricsserver.ErrWebConfig):
+		poller.Stop()
 		s.Close()
 		return nil, fmt.Errorf("metrics: %w: fix --web-config-file", err)
 	case err != nil:
+		poller.Stop()
 		s.Close()
 		return nil, fmt.Errorf("metrics: %w: pick a free address with --metrics-listen", err)
 	}
@@ -51,6 +55,7 @@ func serveMetrics(ctx context.Context, device, addr, webConfig string, log *slog
 	return func() {
 		cancel()
 		<-done
+		poller.Stop()
 		s.Close()
 	}, nil
 }

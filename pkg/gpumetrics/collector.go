@@ -2,7 +2,6 @@ package gpumetrics
 
 import (
 	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -10,16 +9,17 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/printable"
 )
 
-// Sampler is what the collector reads; *gpustats.Sampler is one.
+// Sampler is what the collector reads: *gpustats.Poller, whose Sample is
+// the latest of samples taken on its own period.
 type Sampler interface {
 	Sample() gpustats.Sample
 }
 
-// Collector turns each scrape into one sample.
+// Collector reports one sample per scrape.
 type Collector struct {
 	s Sampler
 
-	up, info, memTotal, memUsed, budget, running, busy, procMem, ioctls, duration *prometheus.Desc
+	up, info, memTotal, memUsed, budget, running, busy, procMem, ioctls, duration, timestamp *prometheus.Desc
 }
 
 var adapterLabels = []string{"adapter", "luid"}
@@ -33,31 +33,32 @@ func New(s Sampler) *Collector {
 	}
 	return &Collector{
 		s:        s,
-		up:       d("up", "1 if every statistics query of the adapter answered in this scrape, else 0.", labels()),
+		up:       d("up", "1 if every statistics query of the adapter answered in the latest sample, else 0.", labels()),
 		info:     d("adapter_info", "Adapter identity; always 1.", labels("vendor", "description", "driver_version")),
 		memTotal: d("memory_total_bytes", "Size of the adapter's memory segments by group (local: its own VRAM; nonlocal: system memory it maps).", labels("group")),
 		memUsed:  d("memory_used_bytes", "Bytes resident in the adapter's segments by group, every process and Windows itself included.", labels("group")),
 		budget:   d("memory_budget_bytes", "The OS budget for one process in the adapter's main segment group.", labels("group")),
 		running:  d("engine_running_seconds_total", "Time the engine node has been busy since the adapter started.", labels("node", "engine", "kind")),
-		busy:     d("engine_busy_ratio", "Busiest node of each engine kind since the previous scrape (0..1).", labels("kind")),
+		busy:     d("engine_busy_ratio", "Busiest node of each engine kind over the last sampling interval (0..1).", labels("kind")),
 		procMem:  d("process_memory_bytes", "Memory a Linux process holding /dev/dxg uses on the adapter.", labels("group", "pid", "comm", "container", "pod")),
-		ioctls:   prometheus.NewDesc("wsl_gpu_scrape_ioctls", "dxg ioctls the last scrape made.", nil, nil),
-		duration: prometheus.NewDesc("wsl_gpu_scrape_duration_seconds", "Time the last scrape's queries took.", nil, nil),
+		// The names say scrape from when every scrape took a sample;
+		// dashboards use them.
+		ioctls:    prometheus.NewDesc("wsl_gpu_scrape_ioctls", "dxg ioctls the latest sample made.", nil, nil),
+		duration:  prometheus.NewDesc("wsl_gpu_scrape_duration_seconds", "Time the latest sample's queries took.", nil, nil),
+		timestamp: prometheus.NewDesc("wsl_gpu_sample_timestamp_seconds", "Unix time of the sample reported; it advances every sampling interval.", nil, nil),
 	}
 }
 
 // Describe sends every descriptor.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.info, c.memTotal, c.memUsed, c.budget, c.running, c.busy, c.procMem, c.ioctls, c.duration} {
+	for _, d := range []*prometheus.Desc{c.up, c.info, c.memTotal, c.memUsed, c.budget, c.running, c.busy, c.procMem, c.ioctls, c.duration, c.timestamp} {
 		ch <- d
 	}
 }
 
-// Collect takes one sample and sends its metrics.
+// Collect sends the metrics of the sampler's sample.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	start := time.Now()
 	s := c.s.Sample()
-	took := time.Since(start)
 	m := func(d *prometheus.Desc, t prometheus.ValueType, v float64, l ...string) {
 		for i := range l {
 			l[i] = printable.String(l[i], printable.Label)
@@ -106,5 +107,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	g(c.ioctls, float64(s.Ioctls))
-	g(c.duration, took.Seconds())
+	g(c.duration, s.Seconds)
+	if !s.Time.IsZero() {
+		g(c.timestamp, float64(s.Time.UnixNano())/1e9)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -19,7 +20,7 @@ func (f fixed) Sample() gpustats.Sample { return gpustats.Sample(f) }
 func ratio(v float64) *float64 { return &v }
 
 func sample() gpustats.Sample {
-	return gpustats.Sample{Ioctls: 14, Adapters: []gpustats.Adapter{
+	return gpustats.Sample{Ioctls: 14, Seconds: 0.002, Time: time.Unix(1700000000, 500e6), Adapters: []gpustats.Adapter{
 		{Index: 0, LUID: "0x1a1d77", Vendor: "intel", Error: "adapter statistics: LX_DXQUERYSTATISTICS: no such device"},
 		{Index: 1, LUID: "0x4486d1", Vendor: "nvidia", Description: "NVIDIA GeForce RTX 3060 Laptop GPU", DriverVersion: "32.0.15.6094",
 			Local: gpustats.Memory{Total: 6 << 30, Used: 2662 << 20}, NonLocal: gpustats.Memory{Total: 8 << 30, Used: 306 << 20}, Budget: 5632 << 20,
@@ -43,7 +44,7 @@ func TestMetricsAreLintCleanAndCarryTheSample(t *testing.T) {
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 	}
 	want := `
-# HELP wsl_gpu_engine_busy_ratio Busiest node of each engine kind since the previous scrape (0..1).
+# HELP wsl_gpu_engine_busy_ratio Busiest node of each engine kind over the last sampling interval (0..1).
 # TYPE wsl_gpu_engine_busy_ratio gauge
 wsl_gpu_engine_busy_ratio{adapter="1",kind="compute",luid="0x4486d1"} 0.75
 wsl_gpu_engine_busy_ratio{adapter="1",kind="copy",luid="0x4486d1"} 0.4
@@ -51,7 +52,7 @@ wsl_gpu_engine_busy_ratio{adapter="1",kind="copy",luid="0x4486d1"} 0.4
 # TYPE wsl_gpu_memory_used_bytes gauge
 wsl_gpu_memory_used_bytes{adapter="1",group="local",luid="0x4486d1"} 2.791309312e+09
 wsl_gpu_memory_used_bytes{adapter="1",group="nonlocal",luid="0x4486d1"} 3.20864256e+08
-# HELP wsl_gpu_up 1 if every statistics query of the adapter answered in this scrape, else 0.
+# HELP wsl_gpu_up 1 if every statistics query of the adapter answered in the latest sample, else 0.
 # TYPE wsl_gpu_up gauge
 wsl_gpu_up{adapter="0",luid="0x1a1d77"} 0
 wsl_gpu_up{adapter="1",luid="0x4486d1"} 1
@@ -59,8 +60,15 @@ wsl_gpu_up{adapter="1",luid="0x4486d1"} 1
 # TYPE wsl_gpu_process_memory_bytes gauge
 wsl_gpu_process_memory_bytes{adapter="1",comm="gpu-worker",container="4f3c2b1a0e9d",group="local",luid="0x4486d1",pid="4242",pod=""} 2.147483648e+09
 wsl_gpu_process_memory_bytes{adapter="1",comm="gpu-worker",container="4f3c2b1a0e9d",group="nonlocal",luid="0x4486d1",pid="4242",pod=""} 2.68435456e+08
+# HELP wsl_gpu_sample_timestamp_seconds Unix time of the sample reported; it advances every sampling interval.
+# TYPE wsl_gpu_sample_timestamp_seconds gauge
+wsl_gpu_sample_timestamp_seconds 1.7000000005e+09
+# HELP wsl_gpu_scrape_duration_seconds Time the latest sample's queries took.
+# TYPE wsl_gpu_scrape_duration_seconds gauge
+wsl_gpu_scrape_duration_seconds 0.002
 `
-	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "wsl_gpu_engine_busy_ratio", "wsl_gpu_memory_used_bytes", "wsl_gpu_up", "wsl_gpu_process_memory_bytes"); err != nil {
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "wsl_gpu_engine_busy_ratio", "wsl_gpu_memory_used_bytes", "wsl_gpu_up", "wsl_gpu_process_memory_bytes",
+		"wsl_gpu_sample_timestamp_seconds", "wsl_gpu_scrape_duration_seconds"); err != nil {
 		t.Error(err)
 	}
 }

@@ -20,7 +20,11 @@
 // PROCESS_SEGMENT_GROUP for the local and non-local groups; node names and
 // types (NODEMETADATA) and the driver version are asked once. Busy ratio is
 // the growth of an engine's running time over the wall time between two
-// samples, so the first sample has none.
+// samples, so the first sample has none, and a sample taken by one reader
+// shortens the window of the next reader's. Long-lived readers that serve
+// others (the metrics endpoint, the device plugin) therefore read through
+// a Poller, which samples on its own period and hands every reader the
+// latest sample: every scraper sees the ratio over the same period.
 //
 // # What the figures mean, and for which vendor
 //

@@ -16,6 +16,8 @@ type fakeSession struct {
 	luids  []dxcore.LUID
 	fail   error
 	closed bool
+	// running is every node's running time (ns); nil is always 0.
+	running func() uint64
 }
 
 func (f *fakeSession) Adapters() []dxcore.StatsAdapter {
@@ -39,7 +41,12 @@ func (f *fakeSession) VideoMemory(dxcore.LUID, dxcore.SegmentGroup) (dxcore.Vide
 func (f *fakeSession) Node(_ dxcore.LUID, i int) (dxcore.Node, error) {
 	return dxcore.Node{Ordinal: i, Type: dxcore.Engine3D, Name: "3D"}, nil
 }
-func (f *fakeSession) RunningTime(dxcore.LUID, int) (uint64, error) { return 0, nil }
+func (f *fakeSession) RunningTime(dxcore.LUID, int) (uint64, error) {
+	if f.running == nil {
+		return 0, nil
+	}
+	return f.running(), nil
+}
 func (f *fakeSession) ProcessGroupUsage(dxcore.LUID, int, dxcore.SegmentGroup) (dxcore.GroupUsage, error) {
 	return dxcore.GroupUsage{}, nil
 }
@@ -53,13 +60,14 @@ type fakeHost struct {
 	openErr error
 	opened  []*fakeSession
 	now     time.Time
+	running func() uint64 // the sessions' running times
 }
 
 func (h *fakeHost) open(string) (session, error) {
 	if h.openErr != nil {
 		return nil, h.openErr
 	}
-	s := &fakeSession{luids: slices.Clone(h.luids), fail: h.fail}
+	s := &fakeSession{luids: slices.Clone(h.luids), fail: h.fail, running: h.running}
 	h.opened = append(h.opened, s)
 	return s, nil
 }

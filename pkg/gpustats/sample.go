@@ -69,6 +69,8 @@ type Sample struct {
 	Adapters []Adapter `json:"adapters"`
 	// Ioctls is how many dxg calls the sample took.
 	Ioctls int `json:"ioctls"`
+	// Seconds is how long the sample's queries took.
+	Seconds float64 `json:"seconds"`
 }
 
 // Options say where to look.
@@ -262,6 +264,7 @@ func (p *Sampler) Sample() Sample {
 		out.Adapters = append(out.Adapters, ad)
 	}
 	out.Ioctls = p.counter.n
+	out.Seconds = p.now().Sub(now).Seconds()
 	return out
 }
 

@@ -164,25 +164,37 @@ func metricValue(body, series string) (float64, bool) {
 	return 0, false
 }
 
-func TestMetricsEndpointShowsTheModelledLoad(t *testing.T) {
+// serveMetrics runs `wsl-gpu-ctl metrics --interval 1s` under dxgsim next
+// to a gpu-worker (named name, "" for its own) for about 7 s and returns
+// the address once the first sampling interval is over (busy ratios
+// exist); the run ends by itself.
+func serveMetrics(t *testing.T, name string) (addr string, done <-chan runResult) {
+	t.Helper()
 	tl, ctl, worker, cfg, dev := statsTools(t)
-	addr := freePort(t)
-	script := fmt.Sprintf(`(sleep 6) | %s %s >/dev/null & sleep 0.3; %s --config %s metrics --listen %s & sleep 5; kill $!; wait`, worker, dev, ctl, cfg, addr)
-	done := make(chan runResult, 1)
-	go func() { done <- tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", dev}, "sh", "-c", script) }()
-	var body string
-	deadline := time.Now().Add(4 * time.Second)
+	addr = freePort(t)
+	rename := ""
+	if name != "" {
+		rename = fmt.Sprintf(` "$(printf '%s')"`, name)
+	}
+	script := fmt.Sprintf(`(sleep 8) | %s %s%s >/dev/null & sleep 0.3; %s --config %s metrics --listen %s --interval 1s & sleep 7; kill $!; wait`,
+		worker, dev, rename, ctl, cfg, addr)
+	ch := make(chan runResult, 1)
+	go func() { ch <- tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", dev}, "sh", "-c", script) }()
+	deadline := time.Now().Add(5 * time.Second)
 	for {
-		var err error
-		if _, err = scrape(addr); err == nil {
-			break
+		body, err := scrape(addr)
+		if err == nil && strings.Contains(body, "wsl_gpu_engine_busy_ratio{") {
+			return addr, ch
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no metrics endpoint: %v", err)
+			t.Fatalf("no busy ratios served: %v\n%s", err, body)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	time.Sleep(time.Second)
+}
+
+func TestMetricsEndpointShowsTheModelledLoad(t *testing.T) {
+	addr, done := serveMetrics(t, "")
 	start := time.Now()
 	body, err := scrape(addr)
 	took := time.Since(start)
@@ -222,6 +234,53 @@ func TestMetricsEndpointShowsTheModelledLoad(t *testing.T) {
 	if r := <-done; r.code != 0 && r.code != 143 {
 		t.Logf("dxgsim exit %d: %s", r.code, r.stderr)
 	}
+}
+
+// TestInterleavedScrapersSeeTheSameFigures: two scrapers taking turns
+// every 150 ms (two Prometheus replicas; Prometheus and curl) see one
+// busy ratio per sample. Each scrape used to take its own sample, so each
+// scraper's window was cut short by the other's, and the copy engine
+// (40% busy for 2 s, idle for 2 s) read differently for each.
+func TestInterleavedScrapersSeeTheSameFigures(t *testing.T) {
+	addr, done := serveMetrics(t, "")
+	const copyBusy = `wsl_gpu_engine_busy_ratio{adapter="1",kind="copy",luid="0x4486d1"}`
+	seen := map[float64]map[string]float64{} // sample time -> scraper -> copy busy
+	for i := range 16 {
+		scraper := string("AB"[i%2])
+		body, err := scrape(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, ok1 := metricValue(body, "wsl_gpu_sample_timestamp_seconds")
+		v, ok2 := metricValue(body, copyBusy)
+		if !ok1 || !ok2 {
+			t.Fatalf("scraper %s: no sample time or copy busy in\n%s", scraper, body)
+		}
+		if seen[at] == nil {
+			seen[at] = map[string]float64{}
+		}
+		if prev, ok := seen[at][scraper]; ok && prev != v {
+			t.Errorf("scraper %s saw %v and %v for one sample", scraper, prev, v)
+		}
+		seen[at][scraper] = v
+		time.Sleep(150 * time.Millisecond)
+	}
+	both := 0
+	for at, by := range seen {
+		if a, ok := by["A"]; ok {
+			if b, ok := by["B"]; ok {
+				both++
+				if a != b {
+					t.Errorf("sample %.3f: scraper A saw copy %v busy, B %v", at, a, b)
+				}
+			}
+		}
+	}
+	if len(seen) < 2 || both == 0 {
+		t.Errorf("%d samples, %d seen by both scrapers: the test compared nothing", len(seen), both)
+	}
+	t.Logf("%d samples over 16 scrapes, %d seen by both", len(seen), both)
+	<-done
 }
 
 // The device plugin's health through the same decision `info --k8s` makes:
