@@ -283,6 +283,48 @@ func TestInterleavedScrapersSeeTheSameFigures(t *testing.T) {
 	<-done
 }
 
+// TestHostileProcessNames: a GPU process may name itself with bytes that
+// are not UTF-8 and with terminal escape sequences. The name made every
+// scrape fail (500: client_golang refuses the label value) and went raw
+// to the terminal in top. Now a scrape succeeds with the name escaped,
+// and top prints no control byte.
+func TestHostileProcessNames(t *testing.T) {
+	const name = `\377\033]0;pwn\007\033[2J` // printf(1) octal: 0xff ESC ] 0 ; p w n BEL ESC [ 2 J
+	const shown = "\ufffd\\x1b]0;pwn\\x07\\x1b[2J"
+
+	tl, ctl, worker, cfg, dev := statsTools(t)
+	script := fmt.Sprintf(`(sleep 4) | %s %s "$(printf '%s')" >/dev/null & sleep 0.3; %s --config %s top --once --interval 1s; wait`, worker, dev, name, ctl, cfg)
+	r := tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", dev}, "sh", "-c", script)
+	if r.code != 0 {
+		t.Fatalf("top: exit %d: %s", r.code, r.stderr)
+	}
+	for i, c := range []byte(r.stdout) {
+		if c < 0x20 && c != '\n' || c == 0x7f || c == 0xff {
+			t.Fatalf("top printed byte %#x at %d:\n%q", c, i, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stdout, shown) {
+		t.Errorf("top does not show the name as %s:\n%s", shown, r.stdout)
+	}
+
+	addr, done := serveMetrics(t, name)
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape: %s\n%s", resp.Status, body)
+	}
+	// The exposition format escapes the backslashes once more.
+	want := `comm="` + strings.ReplaceAll(shown, `\`, `\\`) + `"`
+	if !strings.Contains(string(body), want) {
+		t.Errorf("no %s in\n%s", want, body)
+	}
+	<-done
+}
+
 // The device plugin's health through the same decision `info --k8s` makes:
 // an adapter whose statistics queries fail (stats-fail: DEVICE_REMOVED on
 // the statistics call only) is advertised unhealthy with the reason; the
