@@ -275,9 +275,13 @@ func testWSLGPU(t *testing.T, e env) {
 			}
 			return out
 		}
-		scrape() // busy ratios are measured between two reads of an engine
-		time.Sleep(2 * time.Second)
+		// The plugin samples every --metrics-interval (10 s); busy ratios
+		// exist from its second sample on.
 		out := scrape()
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out, "wsl_gpu_engine_busy_ratio{") && time.Now().Before(deadline); {
+			time.Sleep(2 * time.Second)
+			out = scrape()
+		}
 		// The simulated laptop's modelled load: its RTX keeps compute 75%
 		// busy, and has 6 GiB of local memory.
 		for _, want := range []string{
