@@ -24,6 +24,9 @@ func TestRunErrors(t *testing.T) {
 		{name: "explicit config missing", args: []string{"wsl-gpu-ctl", "--config", missing, "doctor"}, want: "doctor: read config: open " + missing + ": no such file or directory: fix the configuration file"},
 		{name: "bad config value", args: []string{"wsl-gpu-ctl", "--config", bad, "info"}, want: "info: config " + bad + ": key ldcache: \"fast\" is not one of builtin, none: fix the configuration file"},
 		{name: "install without an engine", args: []string{"wsl-gpu-ctl", "--config", empty, "install"}, want: "install: name an engine: docker, podman, containerd or cdi", isUsage: true},
+		{name: "metrics sampled too often", args: []string{"wsl-gpu-ctl", "--config", empty, "metrics", "--interval", "100ms"}, want: "metrics: --interval must be at least 1s", isUsage: true},
+		{name: "metrics web config missing", args: []string{"wsl-gpu-ctl", "--config", empty, "metrics", "--listen", "127.0.0.1:0", "--web-config-file", "testdata/none.yml"},
+			want: "metrics: web configuration testdata/none.yml: open testdata/none.yml: no such file or directory: fix --web-config-file"},
 		{name: "cdi without generate", args: []string{"wsl-gpu-ctl", "--config", empty, "cdi", "list"}, want: "cdi: want `cdi generate [--dir DIR] [--hook PATH] [--skip-kind KIND]... | [--output FILE|-] [--kind KIND]`", isUsage: true},
 	}
 	for _, tt := range tests {

@@ -90,12 +90,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *metricsInterval < time.Second {
-		return fmt.Errorf("--metrics-interval must be at least 1s")
-	}
 	if *showVersion {
 		fmt.Fprintf(stderr, "wsl-gpu-device-plugin %s\n", version)
 		return nil
+	}
+	if *metricsInterval < time.Second {
+		return fmt.Errorf("--metrics-interval must be at least 1s: sampling more often only costs the Windows host")
 	}
 	if *uninstall != "" {
 		// Pods that cannot stop (their node is down) leave files that
