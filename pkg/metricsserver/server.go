@@ -74,7 +74,10 @@ type Options struct {
 	// serves plain HTTP to anyone who can connect.
 	WebConfigFile string
 	Limits        Limits
-	Log           *slog.Logger
+	// Log gets the toolkit's lines (TLS on or off, a web configuration
+	// that stopped loading) and, at debug, the server's (handshake
+	// errors); nil discards them.
+	Log *slog.Logger
 }
 
 // Server serves one registry at /metrics.
@@ -95,6 +98,9 @@ func Listen(opt Options, g prometheus.Gatherer) (*Server, error) {
 	if err := web.Validate(opt.WebConfigFile); err != nil {
 		// YAML errors span lines ("unmarshal errors:\n  line 1: ...").
 		return nil, fmt.Errorf("%w %s: %s", ErrWebConfig, opt.WebConfigFile, strings.Join(strings.Fields(err.Error()), " "))
+	}
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
 	}
 	l := opt.Limits
 	mux := http.NewServeMux()
