@@ -40,6 +40,15 @@
 // remembers prepared claims across restarts; one that is corrupt or not
 // ours is replaced, never partly trusted.
 //
+// # Parameters
+//
+// The driver takes no parameters. A claim whose allocation carries an
+// opaque config for gpu.wsl-gpu-hook.dev, from the claim or from its
+// DeviceClass, fails to prepare with one line saying so (the kubelet
+// shows it in the pod's events), rather than being prepared as if the
+// config were not there. Opaque configs for other drivers are theirs, and
+// ignored, as the API says.
+//
 // # Sharing
 //
 // Two pods that reference one ResourceClaim get the same adapter: the

@@ -55,11 +55,12 @@ func (e *PrepareError) Unwrap() error { return e.Err }
 // PlanPrepare decides what preparing claim on this node means: the
 // devices the scheduler allocated from pool to this driver, each one the
 // host lists now with a usable driver store folder, and none already
-// prepared for another claim unless one of the two has admin access. The
-// spec selects each adapter by its LUID (exact for this boot) and names no
-// folder: the hook binds the adapter's current folder at each container
-// start. Planning twice from the same state gives the same plan: prepare
-// is idempotent.
+// prepared for another claim unless one of the two has admin access; a
+// claim carrying opaque parameters for this driver fails (it takes none).
+// The spec selects each adapter by its LUID (exact for this boot) and
+// names no folder: the hook binds the adapter's current folder at each
+// container start. Planning twice from the same state gives the same plan:
+// prepare is idempotent.
 func PlanPrepare(claim *resourceapi.ResourceClaim, pool string, devs []Device, inv *driverstore.Inventory, cp *Checkpoint, opt cdispec.Options) (*Plan, error) {
 	fail := func(err error) (*Plan, error) {
 		return nil, &PrepareError{Namespace: claim.Namespace, Name: claim.Name, Err: err}
@@ -70,6 +71,9 @@ func PlanPrepare(claim *resourceapi.ResourceClaim, pool string, devs []Device, i
 	}
 	if claim.Status.Allocation == nil {
 		return fail(errors.New("not allocated: the scheduler has not placed it yet"))
+	}
+	if err := checkParams(claim.Status.Allocation.Devices.Config); err != nil {
+		return fail(err)
 	}
 	p := &Plan{UID: uid, Prepared: Prepared{Namespace: claim.Namespace, Name: claim.Name, SpecFile: SpecFile(uid)}}
 	var named []cdispec.Named

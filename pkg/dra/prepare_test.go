@@ -10,6 +10,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -152,5 +153,48 @@ func TestPlanPrepareAdminAccess(t *testing.T) {
 	cp.Claims = map[string]Prepared{uid1: p.Prepared}
 	if _, err := PlanPrepare(claim(other, ours("gpu", nvDev)), pool, devs, inv, cp, specOpt); err != nil {
 		t.Errorf("ordinary claim beside an admin one: %v", err)
+	}
+}
+
+// An opaque config for this driver, from the claim or its DeviceClass,
+// fails the claim with one line that says the driver takes no parameters;
+// one for another driver is ignored, as the API says.
+func TestPlanPrepareOpaqueConfig(t *testing.T) {
+	inv := inventory(t, "nvidia-laptop")
+	devs := Track(nil, inv, nil, t0)
+	opaque := func(source resourceapi.AllocationConfigSource, driver string, requests ...string) resourceapi.DeviceAllocationConfiguration {
+		return resourceapi.DeviceAllocationConfiguration{Source: source, Requests: requests, DeviceConfiguration: resourceapi.DeviceConfiguration{
+			Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: driver, Parameters: runtime.RawExtension{Raw: []byte(`{"apiVersion":"gpu.wsl-gpu-hook.dev/v1","kind":"GpuConfig","sharing":"timeSlicing"}`)}},
+		}}
+	}
+	tests := []struct {
+		name   string
+		config []resourceapi.DeviceAllocationConfiguration
+		want   string
+	}{
+		{"from the claim", []resourceapi.DeviceAllocationConfiguration{opaque(resourceapi.AllocationConfigSourceClaim, DriverName, "gpu")},
+			"claim default/gpu: opaque parameters for driver gpu.wsl-gpu-hook.dev (kind GpuConfig, from the claim, for request gpu) are not understood: the driver takes no parameters: remove the opaque config and select the adapter with CEL selectors on its attributes"},
+		{"from the class", []resourceapi.DeviceAllocationConfiguration{
+			opaque(resourceapi.AllocationConfigSourceClaim, "gpu.nvidia.com"),
+			opaque(resourceapi.AllocationConfigSourceClass, DriverName)},
+			"claim default/gpu: opaque parameters for driver gpu.wsl-gpu-hook.dev (kind GpuConfig, from its DeviceClass, for every request) are not understood: the driver takes no parameters: remove the opaque config and select the adapter with CEL selectors on its attributes"},
+		{"another driver's", []resourceapi.DeviceAllocationConfiguration{opaque(resourceapi.AllocationConfigSourceClaim, "gpu.nvidia.com", "gpu")}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := claim(uid1, ours("gpu", nvDev))
+			c.Status.Allocation.Devices.Config = tt.config
+			p, err := PlanPrepare(c, pool, devs, inv, nil, specOpt)
+			if tt.want == "" {
+				if err != nil || p == nil {
+					t.Errorf("PlanPrepare = %v, %v; want a plan", p, err)
+				}
+				return
+			}
+			var pe *PrepareError
+			if p != nil || !errors.As(err, &pe) || err.Error() != tt.want {
+				t.Errorf("PlanPrepare = %v, %v\nwant error %s", p, err, tt.want)
+			}
+		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -344,5 +345,26 @@ func TestRefreshRepublishesAndReportsHealth(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no health report after the removal")
+	}
+}
+
+// A claim with opaque parameters for this driver fails its prepare with
+// the one line the kubelet records as the pod's event, and writes nothing.
+func TestPrepareOpaqueParameters(t *testing.T) {
+	e := newEnv(t)
+	d := e.driver()
+	c := claim(uid1, "gpu", nvDev)
+	c.Status.Allocation.Devices.Config = []resourceapi.DeviceAllocationConfiguration{{Source: resourceapi.AllocationConfigSourceClass,
+		DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: dra.DriverName, Parameters: runtime.RawExtension{Raw: []byte(`{}`)}}}}}
+	r := prepare(t, d, c)
+	want := "claim default/gpu: opaque parameters for driver gpu.wsl-gpu-hook.dev (from its DeviceClass, for every request) are not understood: the driver takes no parameters: remove the opaque config and select the adapter with CEL selectors on its attributes"
+	if r.Err == nil || r.Err.Error() != want {
+		t.Errorf("prepare = %v\nwant %s", r.Err, want)
+	}
+	if got := e.specs(t); len(got) != 0 {
+		t.Errorf("CDI dir = %v, want empty", got)
+	}
+	if _, err := os.Stat(e.ckpt); !os.IsNotExist(err) {
+		t.Errorf("checkpoint written for a refused claim: %v", err)
 	}
 }
