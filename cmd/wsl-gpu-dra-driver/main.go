@@ -98,7 +98,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	install := cdiinstall.System(*hook, *hookConfig)
-	d := driver.New(driver.Config{
+	d, err := driver.New(ctx, driver.Config{
 		Pool:       *nodeName,
 		CDIDir:     *cdiDir,
 		Checkpoint: filepath.Join(*pluginDir, "checkpoint.json"),
@@ -109,6 +109,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		HealthTimeout: *healthTimeout,
 		Log:           log,
 	})
+	if err != nil {
+		return err
+	}
 	log.Info("starting", "version", version, "driver", dra.DriverName, "node", *nodeName, "config", cfg.Path(),
 		"device", cfg.DxgDevice, "cdi-dir", *cdiDir, "devices", len(d.Devices()))
 	helper, err := kubeletplugin.Start(ctx, d,

@@ -7,9 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
+	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"tags.cncf.io/container-device-interface/pkg/parser"
@@ -62,55 +66,123 @@ type checkpointFile struct {
 	Checksum string              `json:"checksum"`
 }
 
-// CheckpointError says why a checkpoint file cannot be used. The driver
-// then replaces it with an empty checkpoint: a claim it prepared before is
-// still unprepared, by its spec file's name, which follows from the
-// claim's UID.
-type CheckpointError struct {
+// CheckpointReadError is a checkpoint that exists and could not be read
+// (EACCES, EIO, EMFILE...): it may well be intact, so it is neither
+// trusted nor replaced; the caller keeps it and reads it again later.
+type CheckpointReadError struct {
 	Path string
 	Err  error
 }
 
-func (e *CheckpointError) Error() string {
-	return fmt.Sprintf("checkpoint %s: %v: replacing it with an empty one; claims prepared before are still unprepared by their spec file's name", e.Path, e.Err)
+func (e *CheckpointReadError) Error() string {
+	return fmt.Sprintf("read checkpoint %s: %v", e.Path, e.Err)
 }
 
-func (e *CheckpointError) Unwrap() error { return e.Err }
+func (e *CheckpointReadError) Unwrap() error { return e.Err }
+
+// CorruptCheckpointError is a checkpoint that was read and is not one
+// this driver wrote as it is: not JSON, a bad checksum, another driver or
+// version, an entry prepare would never write, not a regular file, too
+// large. Nothing of it is trusted; the caller moves it aside
+// (MoveCheckpointAside) and starts with no claims.
+type CorruptCheckpointError struct {
+	Path string
+	Err  error
+}
+
+func (e *CorruptCheckpointError) Error() string {
+	return fmt.Sprintf("checkpoint %s is corrupt: %v", e.Path, e.Err)
+}
+
+func (e *CorruptCheckpointError) Unwrap() error { return e.Err }
 
 // LoadCheckpoint reads path. A missing file is an empty checkpoint. A file
-// that is not one this driver wrote (unknown version or driver, bad
-// checksum, a claim UID, device or CDI name that prepare would never
-// write, a spec file outside the CDI dir) is a *CheckpointError and never
-// partly trusted.
+// that cannot be read is a *CheckpointReadError; one that is not what this
+// driver wrote (unknown version or driver, bad checksum, a claim UID,
+// device or CDI name that prepare would never write, a spec file outside
+// the CDI dir) is a *CorruptCheckpointError and never partly trusted.
 func LoadCheckpoint(path string) (*Checkpoint, error) {
-	cp := &Checkpoint{Claims: map[string]Prepared{}}
-	f, err := os.Open(path)
+	return loadCheckpoint(path, func(name string) (fs.File, error) { return os.Open(name) })
+}
+
+// loadCheckpoint is LoadCheckpoint with open injected: tests make it fail
+// as a disk does.
+func loadCheckpoint(path string, open func(string) (fs.File, error)) (*Checkpoint, error) {
+	f, err := open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return cp, nil
+		return &Checkpoint{Claims: map[string]Prepared{}}, nil
 	}
 	if err != nil {
-		return cp, &CheckpointError{path, err}
+		return nil, &CheckpointReadError{path, err}
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	switch {
 	case err != nil:
-		return cp, &CheckpointError{path, err}
+		return nil, &CheckpointReadError{path, err}
 	case !fi.Mode().IsRegular():
-		return cp, &CheckpointError{path, errors.New("not a regular file")}
+		return nil, &CorruptCheckpointError{path, errors.New("not a regular file")}
 	case fi.Size() > maxCheckpoint:
-		return cp, &CheckpointError{path, fmt.Errorf("%d bytes, more than the %d a checkpoint can hold", fi.Size(), maxCheckpoint)}
+		return nil, &CorruptCheckpointError{path, fmt.Errorf("%d bytes, more than the %d a checkpoint can hold", fi.Size(), maxCheckpoint)}
 	}
+	// A file cut short while read (ErrUnexpectedEOF) is a read error too:
+	// the driver replaces it only by rename, so reading again settles it.
 	data := make([]byte, fi.Size())
-	if _, err := f.ReadAt(data, 0); err != nil && fi.Size() > 0 {
-		return cp, &CheckpointError{path, err}
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, &CheckpointReadError{path, err}
 	}
 	claims, err := decodeCheckpoint(data)
 	if err != nil {
-		return cp, &CheckpointError{path, err}
+		return nil, &CorruptCheckpointError{path, err}
 	}
-	cp.Claims = claims
-	return cp, nil
+	return &Checkpoint{Claims: claims}, nil
+}
+
+// keepCorrupt is how many moved-aside checkpoints MoveCheckpointAside
+// keeps: enough to look at what went wrong, not a growing pile.
+const keepCorrupt = 3
+
+// MoveCheckpointAside renames a corrupt checkpoint to
+// path.corrupt-<UTC time> (never over another file) so the driver's next
+// save does not overwrite it, and removes the oldest such files beyond
+// the newest three. It returns where the file went.
+func MoveCheckpointAside(path string, now time.Time) (string, error) {
+	to := path + corruptSuffix + now.UTC().Format("20060102T150405.000000000Z")
+	if _, err := os.Lstat(to); !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("move checkpoint aside: %s exists", to)
+	}
+	if err := os.Rename(path, to); err != nil {
+		return "", fmt.Errorf("move checkpoint aside: %w", err)
+	}
+	old, err := corruptCopies(path)
+	if err != nil {
+		return to, fmt.Errorf("list moved-aside checkpoints: %w", err)
+	}
+	var errs []error
+	for _, name := range old[:max(len(old)-keepCorrupt, 0)] {
+		errs = append(errs, os.Remove(name))
+	}
+	return to, errors.Join(errs...)
+}
+
+const corruptSuffix = ".corrupt-"
+
+// corruptCopies lists the moved-aside copies of path, oldest first (the
+// names sort by time).
+func corruptCopies(path string) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	prefix := filepath.Base(path) + corruptSuffix
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			out = append(out, filepath.Join(filepath.Dir(path), e.Name()))
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 func decodeCheckpoint(data []byte) (map[string]Prepared, error) {

@@ -2,11 +2,16 @@ package dra
 
 import (
 	"errors"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 const uid1 = "6f1c2d9e-0b7a-4c43-9d7e-2a1b3c4d5e6f"
@@ -92,19 +97,127 @@ func TestCheckpointHostile(t *testing.T) {
 			path := filepath.Join(dir, "cp"+string(rune('a'+i))+".json")
 			tt.setup(path)
 			got, err := LoadCheckpoint(path)
-			var ce *CheckpointError
+			var ce *CorruptCheckpointError
 			if !errors.As(err, &ce) {
-				t.Fatalf("LoadCheckpoint = %v, want a *CheckpointError", err)
+				t.Fatalf("LoadCheckpoint = %v, want a *CorruptCheckpointError", err)
 			}
-			if want := "checkpoint " + path + ": " + tt.want + ": replacing it with an empty one; claims prepared before are still unprepared by their spec file's name"; err.Error() != want {
+			if want := "checkpoint " + path + " is corrupt: " + tt.want; err.Error() != want {
 				t.Errorf("error\n got %s\nwant %s", err, want)
 			}
 			if strings.Contains(err.Error(), "\n") {
 				t.Errorf("error is not one line: %q", err)
 			}
-			if got == nil || len(got.Claims) != 0 {
-				t.Errorf("claims = %+v, want an empty checkpoint", got)
+			if got != nil {
+				t.Errorf("claims = %+v, want none", got)
 			}
 		})
+	}
+}
+
+// fakeFile is an open checkpoint whose Stat or Read fails as a disk can.
+type fakeFile struct {
+	size             int64
+	statErr, readErr error
+}
+
+func (f fakeFile) Stat() (fs.FileInfo, error) {
+	if f.statErr != nil {
+		return nil, f.statErr
+	}
+	return fakeInfo(f.size), nil
+}
+func (f fakeFile) Read(p []byte) (int, error) { return 0, f.readErr }
+func (f fakeFile) Close() error               { return nil }
+
+type fakeInfo int64
+
+func (i fakeInfo) Name() string       { return "checkpoint.json" }
+func (i fakeInfo) Size() int64        { return int64(i) }
+func (i fakeInfo) Mode() fs.FileMode  { return 0o600 }
+func (i fakeInfo) ModTime() time.Time { return time.Time{} }
+func (i fakeInfo) IsDir() bool        { return false }
+func (i fakeInfo) Sys() any           { return nil }
+
+// A checkpoint that cannot be read is not a corrupt one: a
+// *CheckpointReadError, which the driver keeps and reads again, never a
+// *CorruptCheckpointError, which it moves aside.
+func TestCheckpointUnreadable(t *testing.T) {
+	const path = "/var/lib/kubelet/plugins/gpu.wsl-gpu-hook.dev/checkpoint.json"
+	openErr := func(err error) func(string) (fs.File, error) {
+		return func(name string) (fs.File, error) { return nil, &fs.PathError{Op: "open", Path: name, Err: err} }
+	}
+	file := func(f fakeFile) func(string) (fs.File, error) {
+		return func(string) (fs.File, error) { return f, nil }
+	}
+	tests := []struct {
+		name string
+		open func(string) (fs.File, error)
+		want string
+	}{
+		{"EACCES", openErr(syscall.EACCES), "read checkpoint " + path + ": open " + path + ": permission denied"},
+		{"EMFILE", openErr(syscall.EMFILE), "read checkpoint " + path + ": open " + path + ": too many open files"},
+		{"EIO at stat", file(fakeFile{statErr: syscall.EIO}), "read checkpoint " + path + ": input/output error"},
+		{"EIO at read", file(fakeFile{size: 100, readErr: syscall.EIO}), "read checkpoint " + path + ": input/output error"},
+		{"cut while read", file(fakeFile{size: 100, readErr: io.EOF}), "read checkpoint " + path + ": EOF"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cp, err := loadCheckpoint(path, tt.open)
+			var re *CheckpointReadError
+			var ce *CorruptCheckpointError
+			if cp != nil || !errors.As(err, &re) || errors.As(err, &ce) || err.Error() != tt.want {
+				t.Errorf("loadCheckpoint = %+v, %v\nwant a *CheckpointReadError: %s", cp, err, tt.want)
+			}
+		})
+	}
+	t.Run("unreadable file", func(t *testing.T) {
+		if os.Geteuid() == 0 {
+			t.Skip("root reads a mode 000 file: the injected EACCES above stands for it")
+		}
+		path := filepath.Join(t.TempDir(), "checkpoint.json")
+		if err := (&Checkpoint{Claims: map[string]Prepared{uid1: samplePrepared(uid1)}}).Save(path); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(path, 0)
+		var re *CheckpointReadError
+		if _, err := LoadCheckpoint(path); !errors.As(err, &re) || !errors.Is(err, fs.ErrPermission) {
+			t.Errorf("LoadCheckpoint(mode 000) = %v, want a *CheckpointReadError for EACCES", err)
+		}
+	})
+}
+
+// A corrupt checkpoint is renamed aside with its bytes, never over
+// another file, and only the newest three such copies stay.
+func TestMoveCheckpointAside(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "checkpoint.json")
+	var moved []string
+	for i := range 5 {
+		os.WriteFile(path, []byte{'0' + byte(i)}, 0o600)
+		to, err := MoveCheckpointAside(path, t0.Add(time.Duration(i)*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved = append(moved, to)
+	}
+	if want := path + ".corrupt-20261126T040000.000000000Z"; moved[0] != want {
+		t.Errorf("moved to %s, want %s", moved[0], want)
+	}
+	entries, _ := os.ReadDir(dir)
+	var got []string
+	for _, e := range entries {
+		data, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		got = append(got, e.Name()+"="+string(data))
+	}
+	want := []string{filepath.Base(moved[2]) + "=2", filepath.Base(moved[3]) + "=3", filepath.Base(moved[4]) + "=4"}
+	if !slices.Equal(got, want) {
+		t.Errorf("dir = %v, want %v", got, want)
+	}
+	os.WriteFile(path, []byte("new"), 0o600)
+	if to, err := MoveCheckpointAside(path, t0.Add(4*time.Hour)); err == nil || to != "" {
+		t.Errorf("MoveCheckpointAside onto an existing copy = %q, %v; want an error", to, err)
+	}
+	if data, _ := os.ReadFile(moved[4]); string(data) != "4" {
+		t.Errorf("existing copy overwritten: %q", data)
 	}
 }

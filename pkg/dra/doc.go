@@ -36,9 +36,26 @@
 // the project's own specs: /dev/dxg, the lib dir, the createContainer hook
 // and one selection variable per device naming its adapter by LUID. It
 // names no driver store folder, so a driver update while a pod runs leaves
-// it valid. Unprepare removes that file and nothing else. The checkpoint
-// remembers prepared claims across restarts; one that is corrupt or not
-// ours is replaced, never partly trusted.
+// it valid. Unprepare removes that file and nothing else.
+//
+// # Checkpoint
+//
+// The checkpoint remembers prepared claims across restarts: the kubelet
+// asks a restarted driver to prepare a claim again (it must answer the
+// same) and to unprepare claims whose objects are gone. Its checksum, a
+// SHA-256 over the claims' encoding, tells a file the driver wrote from
+// one that was cut (a full disk, a crash under a non-atomic copy),
+// half-restored from a backup, or edited by hand; it is no security
+// boundary: whoever can write the file (root on the node) can also write
+// a matching checksum, or the CDI specs themselves. A checkpoint that
+// fails the checksum, does not decode, names another driver or version,
+// or holds an entry prepare would never write is corrupt: never partly
+// trusted, and never overwritten: the driver renames it to
+// checkpoint.json.corrupt-<UTC time> (keeping the newest three), says
+// where in one line, and starts with no claims. A checkpoint that cannot
+// be read (EACCES, EIO, EMFILE) may be intact: it is kept as it is and
+// read again with backoff; a start that cannot read it within its bound
+// fails in one line, and the kubelet restarts the driver.
 //
 // # Parameters
 //

@@ -42,6 +42,12 @@ type Config struct {
 	Log           *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// CheckpointRetry bounds how long New reads again a checkpoint that
+	// cannot be read before it gives up; 0 means 30 seconds.
+	CheckpointRetry time.Duration
+	// LoadCheckpoint reads the checkpoint; nil means dra.LoadCheckpoint.
+	// Tests make it fail as a disk does.
+	LoadCheckpoint func(path string) (*dra.Checkpoint, error)
 }
 
 // Publisher publishes the node's pool: kubeletplugin.Helper does.
@@ -64,28 +70,73 @@ type Driver struct {
 	changed chan struct{}
 }
 
-// New loads the checkpoint and lists the host once. A checkpoint that
-// cannot be used is logged in one line and replaced by an empty one.
-func New(cfg Config) *Driver {
+// New loads the checkpoint and lists the host once. A corrupt checkpoint
+// is moved aside, in one line, and the driver starts with no claims; one
+// that cannot be read is kept and read again with backoff until
+// cfg.CheckpointRetry has passed, then New fails in one line (the kubelet
+// restarts the driver), as it does when ctx ends.
+func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	if cfg.HealthTimeout == 0 {
 		cfg.HealthTimeout = 30 * time.Second
 	}
+	if cfg.CheckpointRetry == 0 {
+		cfg.CheckpointRetry = 30 * time.Second
+	}
+	if cfg.LoadCheckpoint == nil {
+		cfg.LoadCheckpoint = dra.LoadCheckpoint
+	}
 	d := &Driver{cfg: cfg, changed: make(chan struct{})}
-	cp, err := dra.LoadCheckpoint(cfg.Checkpoint)
+	cp, err := d.loadCheckpoint(ctx)
 	if err != nil {
-		cfg.Log.Error(err.Error())
-		if err := cp.Save(cfg.Checkpoint); err != nil {
-			cfg.Log.Error(err.Error())
-		}
+		return nil, err
 	}
 	d.cp = cp
 	d.mu.Lock()
 	d.refreshLocked()
 	d.mu.Unlock()
-	return d
+	return d, nil
+}
+
+// loadCheckpoint is New's reading of the checkpoint. It never writes
+// over the file: a corrupt one is renamed aside (so the next save cannot
+// overwrite it), and one it cannot read may be intact, so it is left as
+// it is.
+func (d *Driver) loadCheckpoint(ctx context.Context) (*dra.Checkpoint, error) {
+	start := time.Now()
+	delay := 100 * time.Millisecond
+	for {
+		cp, err := d.cfg.LoadCheckpoint(d.cfg.Checkpoint)
+		if err == nil {
+			return cp, nil
+		}
+		var corrupt *dra.CorruptCheckpointError
+		if errors.As(err, &corrupt) {
+			to, merr := dra.MoveCheckpointAside(d.cfg.Checkpoint, d.cfg.Now())
+			if to != "" {
+				d.cfg.Log.Error(fmt.Sprintf("%v: moved it to %s; starting with no prepared claims (the kubelet's unprepare still removes a claim's spec by its name)", err, to))
+				if merr != nil {
+					d.cfg.Log.Warn(merr.Error())
+				}
+				return &dra.Checkpoint{Claims: map[string]dra.Prepared{}}, nil
+			}
+			err = fmt.Errorf("%w: %w", err, merr)
+		}
+		left := d.cfg.CheckpointRetry - time.Since(start)
+		if left <= 0 {
+			return nil, fmt.Errorf("%w: kept as it is; gave up after %s: check its permissions and the disk, or move it away", err, time.Since(start).Round(time.Millisecond))
+		}
+		delay = min(delay, left)
+		d.cfg.Log.Warn(fmt.Sprintf("%v: kept as it is; reading it again in %s", err, delay))
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: kept as it is; stopped before it could be read", err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
 }
 
 // SetPublisher sets where the pool is published and publishes it.

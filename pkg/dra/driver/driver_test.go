@@ -3,13 +3,16 @@ package driver
 import (
 	"context"
 	"encoding/json"
-	"io"
+	"errors"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,21 +93,61 @@ func removeAdapter(i int) func(inv *driverstore.Inventory) {
 type env struct {
 	host         *host
 	cdiDir, ckpt string
-	log          *strings.Builder
+	log          *logBuf
+}
+
+// logBuf is the driver's log, read by the tests.
+type logBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// lines are the messages logged since the last call.
+func (l *logBuf) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+		if line != "" {
+			out = append(out, line)
+		}
+	}
+	l.b.Reset()
+	return out
 }
 
 func newEnv(t *testing.T) *env {
 	dir := t.TempDir()
-	e := &env{host: newHost(t), cdiDir: filepath.Join(dir, "cdi"), ckpt: filepath.Join(dir, "plugin", "checkpoint.json"), log: &strings.Builder{}}
+	e := &env{host: newHost(t), cdiDir: filepath.Join(dir, "cdi"), ckpt: filepath.Join(dir, "plugin", "checkpoint.json"), log: &logBuf{}}
 	return e
 }
 
-func (e *env) driver() *Driver {
-	return New(Config{
+func (e *env) config() Config {
+	return Config{
 		Pool: node, CDIDir: e.cdiDir, Checkpoint: e.ckpt, List: e.host.list,
 		Spec: cdispec.Options{Device: devnode.Node{Path: "/dev/dxg"}, LibDir: "/usr/lib/wsl/lib", HookPath: "/usr/local/bin/wsl-gpu-hook"},
-		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+		Log: slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}})),
+	}
+}
+
+func (e *env) driver(t *testing.T) *Driver {
+	t.Helper()
+	d, err := New(context.Background(), e.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 func claim(uid, name string, devices ...string) *resourceapi.ResourceClaim {
@@ -152,7 +195,7 @@ func unprepare(t *testing.T, d *Driver, uid, name string) error {
 // same; unprepare after the restart removes exactly that spec.
 func TestPrepareRestartUnprepare(t *testing.T) {
 	e := newEnv(t)
-	d := e.driver()
+	d := e.driver(t)
 	first := prepare(t, d, claim(uid1, "two", igDev, nvDev))
 	if first.Err != nil {
 		t.Fatal(first.Err)
@@ -173,7 +216,7 @@ func TestPrepareRestartUnprepare(t *testing.T) {
 		t.Errorf("second prepare = %+v", again)
 	}
 
-	restarted := e.driver()
+	restarted := e.driver(t)
 	if again := prepare(t, restarted, claim(uid1, "two", igDev, nvDev)); again.Err != nil || !equalDevices(again.Devices, first.Devices) {
 		t.Errorf("prepare after restart = %+v, want %+v", again, first)
 	}
@@ -184,7 +227,7 @@ func TestPrepareRestartUnprepare(t *testing.T) {
 	other := filepath.Join(e.cdiDir, "nvidia.yaml")
 	os.WriteFile(other, []byte("kind: nvidia.com/gpu\n"), 0o644)
 
-	again := e.driver()
+	again := e.driver(t)
 	if err := unprepare(t, again, uid1, "two"); err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +254,7 @@ func equalDevices(a, b []kubeletplugin.Device) bool {
 // name that is not a claim spec stays, and the error says why.
 func TestUnprepareLeavesForeignFiles(t *testing.T) {
 	e := newEnv(t)
-	d := e.driver()
+	d := e.driver(t)
 	os.MkdirAll(e.cdiDir, 0o755)
 	path := filepath.Join(e.cdiDir, dra.SpecFile(uid2))
 	os.WriteFile(path, []byte(`{"cdiVersion":"0.5.0","kind":"nvidia.com/gpu","devices":[]}`), 0o644)
@@ -232,23 +275,130 @@ func TestUnprepareLeavesForeignFiles(t *testing.T) {
 	}
 }
 
-// A corrupt checkpoint is replaced, not trusted: the driver starts empty
-// and still unprepares a claim it prepared before, by its spec's name.
+// A corrupt checkpoint is moved aside with its bytes, in one line, never
+// overwritten and never trusted: the driver starts empty and still
+// unprepares a claim it prepared before, by its spec's name.
 func TestCorruptCheckpoint(t *testing.T) {
 	e := newEnv(t)
-	if r := prepare(t, e.driver(), claim(uid1, "gpu", nvDev)); r.Err != nil {
+	if r := prepare(t, e.driver(t), claim(uid1, "gpu", nvDev)); r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	os.WriteFile(e.ckpt, []byte(`{"version":1,"driver":"gpu.wsl-gpu-hook.dev","claims":{"`+uid2+`":{}},"checksum":"sha256:00"}`), 0o600)
-	d := e.driver()
+	bad := `{"version":1,"driver":"gpu.wsl-gpu-hook.dev","claims":{"` + uid2 + `":{}},"checksum":"sha256:00"}`
+	os.WriteFile(e.ckpt, []byte(bad), 0o600)
+	e.log.lines()
+	cfg := e.config()
+	cfg.Now = func() time.Time { return time.Date(2026, 11, 26, 4, 0, 0, 0, time.UTC) }
+	d, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aside := e.ckpt + ".corrupt-20261126T040000.000000000Z"
+	if data, err := os.ReadFile(aside); err != nil || string(data) != bad {
+		t.Errorf("moved-aside checkpoint = %q, %v; want the corrupt bytes", data, err)
+	}
+	want := `level=ERROR msg="checkpoint ` + e.ckpt + ` is corrupt: checksum mismatch: the file was changed or cut since the driver wrote it: moved it to ` + aside + `; starting with no prepared claims (the kubelet's unprepare still removes a claim's spec by its name)"`
+	if got := e.log.lines(); len(got) == 0 || got[0] != want {
+		t.Errorf("log = %q\nwant first %s", got, want)
+	}
 	if err := unprepare(t, d, uid1, "gpu"); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.specs(t); len(got) != 0 {
 		t.Errorf("CDI dir = %v, want empty", got)
 	}
-	if _, err := dra.LoadCheckpoint(e.ckpt); err != nil {
-		t.Errorf("checkpoint not replaced: %v", err)
+	if data, err := os.ReadFile(aside); err != nil || string(data) != bad {
+		t.Errorf("moved-aside checkpoint after unprepare = %q, %v", data, err)
+	}
+
+	// One that cannot be moved aside (here: a copy of that time exists)
+	// is not overwritten either: the start fails.
+	os.WriteFile(e.ckpt, []byte(bad), 0o600)
+	cfg.CheckpointRetry = 50 * time.Millisecond
+	if _, err := New(context.Background(), cfg); err == nil || !strings.HasPrefix(err.Error(), "checkpoint "+e.ckpt+" is corrupt: checksum mismatch: the file was changed or cut since the driver wrote it: move checkpoint aside: "+aside+" exists: kept as it is; gave up after ") {
+		t.Errorf("New with a corrupt checkpoint it cannot move = %v", err)
+	}
+	if data, _ := os.ReadFile(e.ckpt); string(data) != bad {
+		t.Errorf("checkpoint it could not move aside was changed: %q", data)
+	}
+}
+
+// A checkpoint that cannot be read is kept as it is and read again: a
+// start that reads it within CheckpointRetry goes on with its claims; one
+// that never does fails in one line and leaves the file alone.
+func TestUnreadableCheckpoint(t *testing.T) {
+	e := newEnv(t)
+	if r := prepare(t, e.driver(t), claim(uid1, "gpu", nvDev)); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	before, _ := os.ReadFile(e.ckpt)
+	failing := func(errs ...error) func(string) (*dra.Checkpoint, error) {
+		return func(path string) (*dra.Checkpoint, error) {
+			if len(errs) == 0 {
+				return dra.LoadCheckpoint(path)
+			}
+			err := errs[0]
+			errs = errs[1:]
+			return nil, &dra.CheckpointReadError{Path: path, Err: &fs.PathError{Op: "open", Path: path, Err: err}}
+		}
+	}
+	t.Run("EIO, EMFILE, then read", func(t *testing.T) {
+		e.log.lines()
+		cfg := e.config()
+		cfg.LoadCheckpoint = failing(syscall.EIO, syscall.EMFILE)
+		d, err := New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{
+			`level=WARN msg="read checkpoint ` + e.ckpt + `: open ` + e.ckpt + `: input/output error: kept as it is; reading it again in 100ms"`,
+			`level=WARN msg="read checkpoint ` + e.ckpt + `: open ` + e.ckpt + `: too many open files: kept as it is; reading it again in 200ms"`,
+		}
+		if got := e.log.lines(); len(got) < 2 || !slices.Equal(got[:2], want) {
+			t.Errorf("log = %q\nwant first %q", got, want)
+		}
+		// The claim survived: a second claim for its device is refused.
+		if r := prepare(t, d, claim(uid2, "other", nvDev)); r.Err == nil || !strings.Contains(r.Err.Error(), "already prepared for claim default/gpu") {
+			t.Errorf("prepare of a held device = %v, want refused", r.Err)
+		}
+	})
+	t.Run("EACCES until the bound", func(t *testing.T) {
+		cfg := e.config()
+		cfg.CheckpointRetry = 250 * time.Millisecond
+		cfg.LoadCheckpoint = failing(syscall.EACCES, syscall.EACCES, syscall.EACCES, syscall.EACCES, syscall.EACCES, syscall.EACCES)
+		d, err := New(context.Background(), cfg)
+		re := regexp.MustCompile(`^read checkpoint ` + regexp.QuoteMeta(e.ckpt) + `: open ` + regexp.QuoteMeta(e.ckpt) + `: permission denied: kept as it is; gave up after 2[5-9]\dms: check its permissions and the disk, or move it away$`)
+		if d != nil || err == nil || !re.MatchString(err.Error()) || !errors.Is(err, fs.ErrPermission) {
+			t.Errorf("New = %v, %v; want %s", d, err, re)
+		}
+	})
+	t.Run("stopped", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		cfg := e.config()
+		cfg.LoadCheckpoint = failing(syscall.EIO)
+		if _, err := New(ctx, cfg); err == nil || err.Error() != "read checkpoint "+e.ckpt+": open "+e.ckpt+": input/output error: kept as it is; stopped before it could be read" {
+			t.Errorf("New after ctx ended = %v", err)
+		}
+	})
+	if after, _ := os.ReadFile(e.ckpt); string(after) != string(before) {
+		t.Errorf("checkpoint changed:\nbefore %s\nafter %s", before, after)
+	}
+	if m, _ := filepath.Glob(e.ckpt + ".corrupt-*"); len(m) != 0 {
+		t.Errorf("an unreadable checkpoint was moved aside: %v", m)
+	}
+	// A real mode 000 file, where the test is not root.
+	if os.Geteuid() != 0 {
+		os.Chmod(e.ckpt, 0)
+		defer os.Chmod(e.ckpt, 0o600)
+		cfg := e.config()
+		cfg.CheckpointRetry = 50 * time.Millisecond
+		if _, err := New(context.Background(), cfg); !errors.Is(err, fs.ErrPermission) {
+			t.Errorf("New with a mode 000 checkpoint = %v, want EACCES", err)
+		}
+		os.Chmod(e.ckpt, 0o600)
+		if after, _ := os.ReadFile(e.ckpt); string(after) != string(before) {
+			t.Errorf("mode 000 checkpoint changed")
+		}
 	}
 }
 
@@ -257,10 +407,10 @@ func TestCorruptCheckpoint(t *testing.T) {
 // the first).
 func TestExclusive(t *testing.T) {
 	e := newEnv(t)
-	if r := prepare(t, e.driver(), claim(uid1, "first", nvDev)); r.Err != nil {
+	if r := prepare(t, e.driver(t), claim(uid1, "first", nvDev)); r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	d := e.driver()
+	d := e.driver(t)
 	r := prepare(t, d, claim(uid2, "second", nvDev))
 	if r.Err == nil || r.Err.Error() != "claim default/second: device "+nvDev+" is already prepared for claim default/first: one device serves one claim; to share it, let the pods reference one ResourceClaim" {
 		t.Errorf("second claim = %+v", r)
@@ -277,7 +427,7 @@ func TestExclusive(t *testing.T) {
 // writes nothing.
 func TestPrepareFolderVanished(t *testing.T) {
 	e := newEnv(t)
-	d := e.driver()
+	d := e.driver(t)
 	e.host.set(func(inv *driverstore.Inventory) {
 		a := &inv.Adapters[1]
 		a.Err = &driverstore.FolderError{Index: 1, LUID: a.LUID, Description: a.Description, Folder: a.Folder, DriversDir: inv.DriversDir, Err: fs.ErrNotExist}
@@ -312,7 +462,7 @@ func (r *recorder) PublishResources(_ context.Context, res resourceslice.DriverR
 // tainted and reports it unhealthy to every health watcher.
 func TestRefreshRepublishesAndReportsHealth(t *testing.T) {
 	e := newEnv(t)
-	d := e.driver()
+	d := e.driver(t)
 	rec := &recorder{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -352,7 +502,7 @@ func TestRefreshRepublishesAndReportsHealth(t *testing.T) {
 // the one line the kubelet records as the pod's event, and writes nothing.
 func TestPrepareOpaqueParameters(t *testing.T) {
 	e := newEnv(t)
-	d := e.driver()
+	d := e.driver(t)
 	c := claim(uid1, "gpu", nvDev)
 	c.Status.Allocation.Devices.Config = []resourceapi.DeviceAllocationConfiguration{{Source: resourceapi.AllocationConfigSourceClass,
 		DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: dra.DriverName, Parameters: runtime.RawExtension{Raw: []byte(`{}`)}}}}}

@@ -28,7 +28,7 @@ import (
 // library's controller writes to the API (a fake clientset here).
 func TestKubeletPluginGRPC(t *testing.T) {
 	e := newEnv(t)
-	d := e.driver()
+	d := e.driver(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
