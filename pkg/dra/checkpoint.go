@@ -11,18 +11,25 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"tags.cncf.io/container-device-interface/pkg/parser"
+	cdi "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiselect"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 )
 
-// CheckpointVersion is the format Checkpoint writes and reads.
-const CheckpointVersion = 1
+// CheckpointVersion is the format Checkpoint writes. LoadCheckpoint also
+// reads version 1, whose claims lack Spec.
+const CheckpointVersion = 2
 
 // maxCheckpoint bounds what LoadCheckpoint reads: a node prepares a few
 // claims, not megabytes of them.
@@ -44,6 +51,19 @@ type Prepared struct {
 	Devices   []PreparedDevice `json:"devices"`
 	// SpecFile is the base name of the claim's CDI spec in the CDI dir.
 	SpecFile string `json:"specFile"`
+	// Spec is the spec as prepare wrote it: what SpecFile must hold while
+	// the claim is prepared, whatever the host lists since (its vendor
+	// variables depend on the other adapters). Nil only in a version 1
+	// checkpoint, which did not record it (see AdoptSpec).
+	Spec *cdi.Spec `json:"spec,omitempty"`
+}
+
+// SpecData is the bytes of the claim's spec file.
+func (p Prepared) SpecData() ([]byte, error) {
+	if p.Spec == nil {
+		return nil, fmt.Errorf("claim %s/%s: the checkpoint records no spec", p.Namespace, p.Name)
+	}
+	return cdispec.Marshal(p.Spec)
 }
 
 // PreparedDevice is one allocated device of a prepared claim.
@@ -196,8 +216,8 @@ func decodeCheckpoint(data []byte) (map[string]Prepared, error) {
 		return nil, errors.New("not a checkpoint: data after the JSON object")
 	}
 	switch {
-	case file.Version != CheckpointVersion:
-		return nil, fmt.Errorf("version %d, this driver reads %d", file.Version, CheckpointVersion)
+	case file.Version != CheckpointVersion && file.Version != 1:
+		return nil, fmt.Errorf("version %d, this driver reads 1 and %d", file.Version, CheckpointVersion)
 	case file.Driver != DriverName:
 		return nil, fmt.Errorf("written for driver %q, not %s", file.Driver, DriverName)
 	}
@@ -213,7 +233,7 @@ func decodeCheckpoint(data []byte) (map[string]Prepared, error) {
 	}
 	var errs []error
 	for _, uid := range sortedKeys(file.Claims) {
-		if err := validPrepared(uid, file.Claims[uid]); err != nil {
+		if err := validPrepared(uid, file.Claims[uid], file.Version); err != nil {
 			errs = append(errs, fmt.Errorf("claim %q: %w", uid, err))
 		}
 	}
@@ -223,8 +243,9 @@ func decodeCheckpoint(data []byte) (map[string]Prepared, error) {
 	return file.Claims, nil
 }
 
-// validPrepared checks an entry is one Prepare could have written.
-func validPrepared(uid string, p Prepared) error {
+// validPrepared checks an entry is one Prepare could have written in a
+// checkpoint of version.
+func validPrepared(uid string, p Prepared, version int) error {
 	if err := ValidUID(uid); err != nil {
 		return err
 	}
@@ -247,7 +268,78 @@ func validPrepared(uid string, p Prepared) error {
 			return fmt.Errorf("device %q: CDI device %q is not %q", d.Device, d.CDIDevice, want)
 		}
 	}
-	return nil
+	switch {
+	case version == 1 && p.Spec != nil:
+		return errors.New("a spec in a version 1 checkpoint")
+	case version == 1:
+		return nil
+	case p.Spec == nil:
+		return errors.New("no spec")
+	}
+	return claimSpec(uid, p, p.Spec)
+}
+
+// claimSpec checks spec is one prepare could have written for the claim:
+// its kind, one device per prepared device and no other, and what engines
+// check when they load it.
+func claimSpec(uid string, p Prepared, spec *cdi.Spec) error {
+	if spec.Kind != CDIKind {
+		return fmt.Errorf("spec of kind %q, not %s", spec.Kind, CDIKind)
+	}
+	var want, got []string
+	for _, d := range p.Devices {
+		if name := uid + "-" + d.Device; !slices.Contains(want, name) {
+			want = append(want, name)
+		}
+	}
+	for _, d := range spec.Devices {
+		got = append(got, d.Name)
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("spec devices %v, not the claim's %v", got, want)
+	}
+	return cdispec.Validate(spec)
+}
+
+// AdoptSpec completes a claim of a version 1 checkpoint, which recorded no
+// spec, with the spec its file holds now (data): the spec its running
+// pods were given, provided it is one prepare could have written for it.
+func AdoptSpec(uid string, p Prepared, data []byte) (Prepared, error) {
+	var spec cdi.Spec
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		return p, fmt.Errorf("not a CDI spec: %w", err)
+	}
+	if err := claimSpec(uid, p, &spec); err != nil {
+		return p, err
+	}
+	p.Spec = &spec
+	return p, nil
+}
+
+// RebuildSpec completes a claim of a version 1 checkpoint whose spec file
+// is gone or not the claim's: the spec prepare writes now for its devices'
+// LUIDs on the host inv lists.
+func RebuildSpec(uid string, p Prepared, inv *driverstore.Inventory, opt cdispec.Options) (Prepared, error) {
+	var named []cdispec.Named
+	for _, d := range p.Devices {
+		luid, err := dxcore.ParseLUID(d.LUID)
+		if err != nil || luid.Uint64() == 0 {
+			return p, fmt.Errorf("device %s: LUID %q: the spec cannot be rebuilt: delete the pods using the claim", d.Device, d.LUID)
+		}
+		if name := uid + "-" + d.Device; !slices.ContainsFunc(named, func(n cdispec.Named) bool { return n.Name == name }) {
+			named = append(named, cdispec.Named{Name: name, Selection: cdiselect.Selection{LUID: luid, Index: -1}})
+		}
+	}
+	spec, err := cdispec.Transient(CDIKind, named, inv, opt)
+	if err != nil {
+		return p, err
+	}
+	p.Spec = spec
+	return p, nil
 }
 
 // ValidUID accepts what the API server gives objects (a UUID) and nothing

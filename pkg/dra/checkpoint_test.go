@@ -1,6 +1,7 @@
 package dra
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
@@ -12,15 +13,30 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiselect"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 )
 
-const uid1 = "6f1c2d9e-0b7a-4c43-9d7e-2a1b3c4d5e6f"
+const (
+	uid1 = "6f1c2d9e-0b7a-4c43-9d7e-2a1b3c4d5e6f"
+	uid2 = "0a0b0c0d-0000-4000-8000-000000000001"
+)
 
 func samplePrepared(uid string) Prepared {
-	return Prepared{Namespace: "default", Name: "gpu", SpecFile: SpecFile(uid), Devices: []PreparedDevice{{
+	p := Prepared{Namespace: "default", Name: "gpu", SpecFile: SpecFile(uid), Devices: []PreparedDevice{{
 		Request: "gpu", Pool: "node-a", Device: "nvidia-2520-3a5c17aa-0", LUID: "0x4486d1",
 		CDIDevice: CDIDevice(uid, "nvidia-2520-3a5c17aa-0"),
 	}}}
+	spec, err := cdispec.Transient(CDIKind, []cdispec.Named{{Name: uid + "-" + p.Devices[0].Device,
+		Selection: cdiselect.Selection{LUID: dxcore.LUID{Low: 0x4486d1}, Index: -1}}}, &driverstore.Inventory{}, specOpt)
+	if err != nil {
+		panic(err)
+	}
+	p.Spec = spec
+	return p
 }
 
 func TestCheckpointRoundTrip(t *testing.T) {
@@ -77,7 +93,7 @@ func TestCheckpointHostile(t *testing.T) {
 		{"cut", write(string(valid[:len(valid)/2])), "not a checkpoint: unexpected EOF"},
 		{"two objects", write(string(valid) + string(valid)), "not a checkpoint: data after the JSON object"},
 		{"unknown field", write(`{"version":1,"driver":"gpu.wsl-gpu-hook.dev","claims":{},"checksum":"","extra":1}`), `not a checkpoint: json: unknown field "extra"`},
-		{"version", write(strings.Replace(string(valid), `"version": 1`, `"version": 2`, 1)), "version 2, this driver reads 1"},
+		{"version", write(strings.Replace(string(valid), `"version": 2`, `"version": 3`, 1)), "version 3, this driver reads 1 and 2"},
 		{"driver", write(strings.Replace(string(valid), `"driver": "gpu.wsl-gpu-hook.dev"`, `"driver": "gpu.nvidia.com"`, 1)), `written for driver "gpu.nvidia.com", not gpu.wsl-gpu-hook.dev`},
 		{"edited", write(strings.Replace(string(valid), "0x4486d1", "0x4486d2", 1)), "checksum mismatch: the file was changed or cut since the driver wrote it"},
 		{"path in UID", resign(func(p *Prepared) string { return "../../etc" }), `claim "../../etc": claim UID "../../etc": want lowercase letters, digits and '-'`},
@@ -88,6 +104,16 @@ func TestCheckpointHostile(t *testing.T) {
 		{"bad device", resign(func(p *Prepared) string { p.Devices[0].Device = "A/B"; return uid1 }),
 			`claim "` + uid1 + `": device "A/B": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`},
 		{"no devices", resign(func(p *Prepared) string { p.Devices = nil; return uid1 }), `claim "` + uid1 + `": no devices`},
+		{"no spec", resign(func(p *Prepared) string { p.Spec = nil; return uid1 }), `claim "` + uid1 + `": no spec`},
+		{"spec in version 1", write(strings.Replace(string(valid), `"version": 2`, `"version": 1`, 1)), `claim "` + uid1 + `": a spec in a version 1 checkpoint`},
+		{"spec of another kind", resign(func(p *Prepared) string { p.Spec.Kind = "nvidia.com/gpu"; return uid1 }), `claim "` + uid1 + `": spec of kind "nvidia.com/gpu", not gpu.wsl-gpu-hook.dev/claim`},
+		{"spec of another claim", resign(func(p *Prepared) string { p.Spec.Devices[0].Name = uid2 + "-" + nvDev; return uid1 }),
+			`claim "` + uid1 + `": spec devices [` + uid2 + `-` + nvDev + `], not the claim's [` + uid1 + `-` + nvDev + `]`},
+		{"spec with a device more", resign(func(p *Prepared) string {
+			p.Spec.Devices = append(p.Spec.Devices, p.Spec.Devices[0])
+			p.Spec.Devices[1].Name = uid1 + "-all"
+			return uid1
+		}), `claim "` + uid1 + `": spec devices [` + uid1 + `-all ` + uid1 + `-` + nvDev + `], not the claim's [` + uid1 + `-` + nvDev + `]`},
 		{"directory", func(path string) { os.Mkdir(path, 0o700) }, "not a regular file"},
 		{"symlink to a directory", func(path string) { os.Symlink(dir, path) }, "not a regular file"},
 		{"too large", func(path string) { os.WriteFile(path, make([]byte, maxCheckpoint+1), 0o600) }, "4194305 bytes, more than the 4194304 a checkpoint can hold"},
@@ -219,5 +245,86 @@ func TestMoveCheckpointAside(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(moved[4]); string(data) != "4" {
 		t.Errorf("existing copy overwritten: %q", data)
+	}
+}
+
+// v1 is cp as the version 1 driver wrote it: no specs.
+func v1(t *testing.T, claims map[string]Prepared) []byte {
+	t.Helper()
+	for uid, p := range claims {
+		p.Spec = nil
+		claims[uid] = p
+	}
+	sum, err := checksum(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.MarshalIndent(checkpointFile{Version: 1, Driver: DriverName, Claims: claims, Checksum: sum}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// A version 1 checkpoint is read, its claims without a spec; AdoptSpec
+// completes one with its file's spec when that is the claim's, and
+// RebuildSpec with the spec prepare writes now.
+func TestCheckpointVersion1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	os.WriteFile(path, v1(t, map[string]Prepared{uid1: samplePrepared(uid1)}), 0o600)
+	cp, err := LoadCheckpoint(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := cp.Claims[uid1]
+	want := samplePrepared(uid1)
+	want.Spec = nil
+	if !reflect.DeepEqual(old, want) {
+		t.Fatalf("version 1 claim = %+v\nwant %+v", old, want)
+	}
+	if _, err := old.SpecData(); err == nil || err.Error() != "claim default/gpu: the checkpoint records no spec" {
+		t.Errorf("SpecData of a version 1 claim = %v", err)
+	}
+
+	good, _ := samplePrepared(uid1).SpecData()
+	other, _ := samplePrepared(uid2).SpecData()
+	foreign := strings.Replace(string(good), `"kind": "gpu.wsl-gpu-hook.dev/claim"`, `"kind": "nvidia.com/gpu"`, 1)
+	for _, tt := range []struct {
+		name, data, want string
+	}{
+		{"its own spec", string(good), ""},
+		{"another claim's", string(other), "spec devices [" + uid2 + "-" + nvDev + "], not the claim's [" + uid1 + "-" + nvDev + "]"},
+		{"another kind", foreign, `spec of kind "nvidia.com/gpu", not gpu.wsl-gpu-hook.dev/claim`},
+		{"not JSON", "kind: x", "not a CDI spec: invalid character 'k' looking for beginning of value"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := AdoptSpec(uid1, old, []byte(tt.data))
+			if tt.want != "" {
+				if err == nil || err.Error() != tt.want || p.Spec != nil {
+					t.Errorf("AdoptSpec = %+v, %v\nwant error %s", p.Spec, err, tt.want)
+				}
+				return
+			}
+			if data, _ := p.SpecData(); err != nil || string(data) != string(good) {
+				t.Errorf("AdoptSpec = %s, %v\nwant %s", data, err, good)
+			}
+		})
+	}
+
+	inv := inventory(t, "nvidia-laptop")
+	plan, err := PlanPrepare(claim(uid1, ours("gpu", nvDev)), pool, Track(nil, inv, nil, t0), inv, nil, specOpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := plan.Prepared
+	bare.Spec = nil
+	rebuilt, err := RebuildSpec(uid1, bare, inv, specOpt)
+	if err != nil || !reflect.DeepEqual(rebuilt, plan.Prepared) {
+		t.Errorf("RebuildSpec = %+v, %v\nwant %+v", rebuilt.Spec, err, plan.Prepared.Spec)
+	}
+	bare.Devices = slices.Clone(bare.Devices)
+	bare.Devices[0].LUID = "0x0"
+	if _, err := RebuildSpec(uid1, bare, inv, specOpt); err == nil || err.Error() != `device nvidia-2520-3a5c17aa-0: LUID "0x0": the spec cannot be rebuilt: delete the pods using the claim` {
+		t.Errorf("RebuildSpec without a LUID = %v", err)
 	}
 }

@@ -42,20 +42,28 @@
 //
 // The checkpoint remembers prepared claims across restarts: the kubelet
 // asks a restarted driver to prepare a claim again (it must answer the
-// same) and to unprepare claims whose objects are gone. Its checksum, a
-// SHA-256 over the claims' encoding, tells a file the driver wrote from
-// one that was cut (a full disk, a crash under a non-atomic copy),
-// half-restored from a backup, or edited by hand; it is no security
-// boundary: whoever can write the file (root on the node) can also write
-// a matching checksum, or the CDI specs themselves. A checkpoint that
-// fails the checksum, does not decode, names another driver or version,
-// or holds an entry prepare would never write is corrupt: never partly
-// trusted, and never overwritten: the driver renames it to
-// checkpoint.json.corrupt-<UTC time> (keeping the newest three), says
-// where in one line, and starts with no claims. A checkpoint that cannot
-// be read (EACCES, EIO, EMFILE) may be intact: it is kept as it is and
-// read again with backoff; a start that cannot read it within its bound
-// fails in one line, and the kubelet restarts the driver.
+// same) and to unprepare claims whose objects are gone. It records each
+// claim's spec as prepare wrote it (version 2): the spec's vendor
+// variables depend on the host's other adapters, so only the checkpoint
+// can say what a running pod was given, and the driver rewrites from it a
+// spec that went missing. A version 1 checkpoint, which recorded no spec,
+// is read: each claim gets the spec its file holds when that is the
+// claim's, else the one prepare writes now.
+//
+// Its checksum, a SHA-256 over the claims' encoding, tells a file the
+// driver wrote from one that was cut (a full disk, a crash under a
+// non-atomic copy), half-restored from a backup, or edited by hand. It is
+// no security boundary: whoever can write the file (root on the node) can
+// also write a matching checksum, or the CDI specs themselves.
+//
+// A checkpoint that fails the checksum, does not decode, names another
+// driver or version, or holds an entry prepare would never write is
+// corrupt: never partly trusted, and never overwritten. The driver renames
+// it to checkpoint.json.corrupt-<UTC time> (keeping the newest three),
+// says where in one line, and starts with no claims. A checkpoint that
+// cannot be read (EACCES, EIO, EMFILE) may be intact: it is kept as it is
+// and read again with backoff; a start that cannot read it within its
+// bound fails in one line, and the kubelet restarts the driver.
 //
 // # Parameters
 //

@@ -6,7 +6,6 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
-	cdi "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiselect"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
@@ -31,12 +30,11 @@ func SpecFile(uid string) string {
 	return cdiapi.GenerateTransientSpecName(cdiVendor, cdiClass, uid) + ".json"
 }
 
-// Plan is what preparing one claim does: write Spec as SpecFile and
-// remember Prepared in the checkpoint.
+// Plan is what preparing one claim does: remember Prepared in the
+// checkpoint and write its Spec as its SpecFile.
 type Plan struct {
 	UID      string
 	Prepared Prepared
-	Spec     *cdi.Spec
 }
 
 // PrepareError is a claim that cannot be prepared; its message is the one
@@ -112,7 +110,7 @@ func PlanPrepare(claim *resourceapi.ResourceClaim, pool string, devs []Device, i
 	if err != nil {
 		return fail(err)
 	}
-	p.Spec = spec
+	p.Prepared.Spec = spec
 	return p, nil
 }
 

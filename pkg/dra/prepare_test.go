@@ -48,24 +48,29 @@ func TestPlanPrepare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(p.Prepared, samplePrepared(uid1)) {
-		t.Errorf("prepared = %+v\nwant %+v", p.Prepared, samplePrepared(uid1))
+	spec := p.Prepared.Spec
+	noSpec := p.Prepared
+	noSpec.Spec = nil
+	want := samplePrepared(uid1)
+	want.Spec = nil
+	if !reflect.DeepEqual(noSpec, want) {
+		t.Errorf("prepared = %+v\nwant %+v", noSpec, want)
 	}
-	if p.Spec.Kind != CDIKind || len(p.Spec.Devices) != 1 || p.Spec.Devices[0].Name != uid1+"-"+nvDev {
-		t.Fatalf("spec = %+v", p.Spec)
+	if spec == nil || spec.Kind != CDIKind || len(spec.Devices) != 1 || spec.Devices[0].Name != uid1+"-"+nvDev {
+		t.Fatalf("spec = %+v", spec)
 	}
-	env := p.Spec.Devices[0].ContainerEdits.Env
+	env := spec.Devices[0].ContainerEdits.Env
 	if want := "WSL_GPU_CDI_GPU_WSL_GPU_HOOK_DEV_CLAIM_" + strings.ToUpper(strings.ReplaceAll(uid1+"-"+nvDev, "-", "_")) + "=luid:0x4486d1"; !slices.Contains(env, want) {
 		t.Errorf("device env = %v, want %s", env, want)
 	}
 	// The device's own hook carries its selection: the hook reads no
 	// config.json, so pods with hostUsers: false work too.
-	if hooks := p.Spec.Devices[0].ContainerEdits.Hooks; len(hooks) != 1 || hooks[0].HookName != "createContainer" || !slices.Equal(hooks[0].Args[len(hooks[0].Args)-2:], []string{"cdi-hook", "luid:0x4486d1"}) {
+	if hooks := spec.Devices[0].ContainerEdits.Hooks; len(hooks) != 1 || hooks[0].HookName != "createContainer" || !slices.Equal(hooks[0].Args[len(hooks[0].Args)-2:], []string{"cdi-hook", "luid:0x4486d1"}) {
 		t.Errorf("device hooks = %+v, want one createContainer cdi-hook luid:0x4486d1", hooks)
 	}
 	// Nothing in the spec names the driver store folder: a driver update
 	// while the pod runs leaves it valid.
-	data, _ := cdispec.Marshal(p.Spec)
+	data, _ := p.Prepared.SpecData()
 	if strings.Contains(string(data), "nvltwi") || !strings.Contains(string(data), `"/dev/dxg"`) || !strings.Contains(string(data), "cdi-hook") {
 		t.Errorf("spec:\n%s", data)
 	}
@@ -89,8 +94,8 @@ func TestPlanPrepareSeveralAndOtherDrivers(t *testing.T) {
 	if want := []string{"a:" + CDIDevice(uid1, igDev), "b:" + CDIDevice(uid1, nvDev)}; !slices.Equal(got, want) {
 		t.Errorf("devices = %v, want %v", got, want)
 	}
-	if len(p.Spec.Devices) != 2 {
-		t.Errorf("spec devices = %d, want 2", len(p.Spec.Devices))
+	if len(p.Prepared.Spec.Devices) != 2 {
+		t.Errorf("spec devices = %d, want 2", len(p.Prepared.Spec.Devices))
 	}
 }
 

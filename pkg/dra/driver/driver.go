@@ -18,7 +18,6 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dra"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
@@ -65,12 +64,15 @@ type Driver struct {
 	cp        *dra.Checkpoint
 	published []resourceapi.Device
 	pub       Publisher
+	// healErr is the last failure to heal each claim's spec, logged once.
+	healErr map[string]string
 	// changed is closed and replaced whenever the devices change, waking
 	// every health watcher.
 	changed chan struct{}
 }
 
-// New loads the checkpoint and lists the host once. A corrupt checkpoint
+// New loads the checkpoint, lists the host once and rewrites the prepared
+// claims' specs that are missing or changed. A corrupt checkpoint
 // is moved aside, in one line, and the driver starts with no claims; one
 // that cannot be read is kept and read again with backoff until
 // cfg.CheckpointRetry has passed, then New fails in one line (the kubelet
@@ -88,7 +90,7 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.LoadCheckpoint == nil {
 		cfg.LoadCheckpoint = dra.LoadCheckpoint
 	}
-	d := &Driver{cfg: cfg, changed: make(chan struct{})}
+	d := &Driver{cfg: cfg, changed: make(chan struct{}), healErr: map[string]string{}}
 	cp, err := d.loadCheckpoint(ctx)
 	if err != nil {
 		return nil, err
@@ -96,6 +98,7 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	d.cp = cp
 	d.mu.Lock()
 	d.refreshLocked()
+	d.healLocked()
 	d.mu.Unlock()
 	return d, nil
 }
@@ -155,12 +158,15 @@ func (d *Driver) Devices() []dra.Device {
 	return append([]dra.Device(nil), d.devs...)
 }
 
-// Refresh lists the host again and republishes the pool if a device
-// changed. It returns whether one did.
+// Refresh lists the host again, rewrites the prepared claims' specs that
+// are missing or changed, and republishes the pool if a device changed.
+// It returns whether one did.
 func (d *Driver) Refresh(ctx context.Context) (bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.refreshLocked() {
+	changed := d.refreshLocked()
+	d.healLocked()
+	if !changed {
 		return false, nil
 	}
 	return true, d.publishLocked(ctx)
@@ -243,13 +249,14 @@ func (d *Driver) prepareLocked(c *resourceapi.ResourceClaim) ([]kubeletplugin.De
 	if err != nil {
 		return nil, err
 	}
-	data, err := cdispec.Marshal(plan.Spec)
+	data, err := plan.Prepared.SpecData()
 	if err != nil {
 		return nil, err
 	}
 	// The checkpoint first: a crash between the two leaves a claim the
-	// checkpoint knows and whose spec is missing, which the kubelet's next
-	// prepare writes; the other order could leave a spec nothing removes.
+	// checkpoint knows and whose spec is missing, which the next re-list
+	// (or the kubelet's next prepare) writes; the other order could leave
+	// a spec nothing removes.
 	old, had := d.cp.Claims[plan.UID]
 	d.cp.Claims[plan.UID] = plan.Prepared
 	if !had || !reflect.DeepEqual(old, plan.Prepared) {
@@ -262,11 +269,8 @@ func (d *Driver) prepareLocked(c *resourceapi.ResourceClaim) ([]kubeletplugin.De
 			return nil, err
 		}
 	}
-	path := filepath.Join(d.cfg.CDIDir, plan.Prepared.SpecFile)
-	if cur, err := os.ReadFile(path); err != nil || string(cur) != string(data) {
-		if err := atomicfile.Write(path, data, 0o644, atomicfile.Keep); err != nil {
-			return nil, fmt.Errorf("claim %s/%s: write CDI spec: %w", c.Namespace, c.Name, err)
-		}
+	if _, err := ensureSpec(filepath.Join(d.cfg.CDIDir, plan.Prepared.SpecFile), data); err != nil {
+		return nil, fmt.Errorf("claim %s/%s: %w", c.Namespace, c.Name, err)
 	}
 	devs := make([]kubeletplugin.Device, 0, len(plan.Prepared.Devices))
 	for _, pd := range plan.Prepared.Devices {

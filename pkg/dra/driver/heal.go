@@ -1,0 +1,151 @@
+package driver
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"path/filepath"
+	"slices"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dra"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/smallfile"
+)
+
+// maxSpec bounds how much of a file at a claim's spec name is read to
+// compare it: a claim's spec is a few kilobytes; anything longer is not
+// it.
+const maxSpec = 1 << 20
+
+// errNotRegular is a claim's spec path that holds no regular file.
+var errNotRegular = errors.New("not a regular file")
+
+// readSpec reads the file at a claim's spec path without following a
+// symlink or blocking on a FIFO.
+func readSpec(path string) ([]byte, error) {
+	return smallfile.ReadVetted(path, maxSpec, unix.O_NOFOLLOW|unix.O_NONBLOCK, func(st *unix.Stat_t) error {
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return errNotRegular
+		}
+		return nil
+	})
+}
+
+// ensureSpec makes path hold data, written atomically only when it does
+// not already. It returns what path held instead ("" when it held data).
+func ensureSpec(path string, data []byte) (string, error) {
+	cur, err := readSpec(path)
+	var was string
+	switch {
+	case err == nil && bytes.Equal(cur, data):
+		return "", nil
+	case err == nil:
+		was = "not what the checkpoint holds"
+	case errors.Is(err, fs.ErrNotExist):
+		was = "missing"
+	case errors.Is(err, unix.ELOOP):
+		was = "a symlink"
+	default:
+		was = err.Error()
+	}
+	if err := atomicfile.Write(path, data, 0o644, atomicfile.Keep); err != nil {
+		return was, fmt.Errorf("write CDI spec: %w", err)
+	}
+	return was, nil
+}
+
+// healLocked makes every prepared claim's spec file hold what the
+// checkpoint says prepare wrote, one line per file it rewrites. The
+// kubelet prepares a claim once per pod and never again while the pod
+// runs, so a spec deleted or changed under a running pod (a cleanup, an
+// operator, a tmpfs /var/run after a node reboot with pods kept) would
+// fail every later start of its containers as an unresolvable CDI device.
+// Files of names the checkpoint does not record are not touched.
+func (d *Driver) healLocked() {
+	d.upgradeLocked()
+	for _, uid := range slices.Sorted(maps.Keys(d.cp.Claims)) {
+		p := d.cp.Claims[uid]
+		if p.Spec == nil {
+			continue // a version 1 claim not completed yet
+		}
+		data, err := p.SpecData()
+		path := filepath.Join(d.cfg.CDIDir, p.SpecFile)
+		var was string
+		if err == nil {
+			was, err = ensureSpec(path, data)
+		}
+		claim := p.Namespace + "/" + p.Name
+		switch {
+		case err != nil:
+			// Once per distinct failure: the re-list comes every few
+			// seconds.
+			if key := failure(was, err); d.healErr[uid] != key {
+				d.healErr[uid] = key
+				d.cfg.Log.Error("rewrite claim spec", "claim", claim, "uid", uid, "file", path, "was", was, "err", err)
+			}
+		case was != "":
+			delete(d.healErr, uid)
+			d.cfg.Log.Info("rewrote claim spec", "claim", claim, "uid", uid, "file", path, "was", was)
+		default:
+			delete(d.healErr, uid)
+		}
+	}
+}
+
+// failure is what tells one failure to heal a claim from another: the
+// errno rather than the message, which names a new temporary file each
+// time.
+func failure(was string, err error) string {
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		return was + ": " + errno.Error()
+	}
+	return was + ": " + err.Error()
+}
+
+// upgradeLocked completes the claims of a version 1 checkpoint, which
+// recorded no spec: with the spec its file holds when that is the claim's
+// (what its pods were given), else with the one prepare writes now (once
+// the host could be listed), and saves the checkpoint in the current
+// version.
+func (d *Driver) upgradeLocked() {
+	changed := false
+	for _, uid := range slices.Sorted(maps.Keys(d.cp.Claims)) {
+		p := d.cp.Claims[uid]
+		if p.Spec != nil {
+			continue
+		}
+		path := filepath.Join(d.cfg.CDIDir, p.SpecFile)
+		data, err := readSpec(path)
+		if err == nil {
+			var up dra.Prepared
+			if up, err = dra.AdoptSpec(uid, p, data); err == nil {
+				d.cfg.Log.Info("checkpoint version 1: recorded the claim's spec as its file holds it", "claim", p.Namespace+"/"+p.Name, "uid", uid, "file", path)
+				d.cp.Claims[uid], changed = up, true
+				continue
+			}
+		}
+		if d.inv == nil {
+			continue
+		}
+		up, rerr := dra.RebuildSpec(uid, p, d.inv, d.cfg.Spec)
+		if rerr != nil {
+			if key := failure("", rerr); d.healErr[uid] != key {
+				d.healErr[uid] = key
+				d.cfg.Log.Error("checkpoint version 1: rebuild the claim's spec", "claim", p.Namespace+"/"+p.Name, "uid", uid, "err", rerr)
+			}
+			continue
+		}
+		d.cfg.Log.Info("checkpoint version 1: rebuilt the claim's spec for the host as listed now", "claim", p.Namespace+"/"+p.Name, "uid", uid, "file", path, "because", err)
+		d.cp.Claims[uid], changed = up, true
+	}
+	if changed {
+		if err := d.cp.Save(d.cfg.Checkpoint); err != nil {
+			d.cfg.Log.Error(err.Error())
+		}
+	}
+}
