@@ -36,7 +36,10 @@
 // the project's own specs: /dev/dxg, the lib dir, the createContainer hook
 // and one selection variable per device naming its adapter by LUID. It
 // names no driver store folder, so a driver update while a pod runs leaves
-// it valid. Unprepare removes that file and nothing else.
+// it valid. Unprepare removes that file and nothing else. A stop removes
+// nothing: pods holding claims keep running and their containers' next
+// starts need the specs. RemoveAll, for an uninstall, removes every claim
+// spec, the checkpoint and its moved-aside copies.
 //
 // # Checkpoint
 //

@@ -2,12 +2,9 @@ package driver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"reflect"
 	"sync"
@@ -307,7 +304,7 @@ func (d *Driver) unprepareLocked(uid string) error {
 	if err := dra.ValidUID(uid); err != nil {
 		return err
 	}
-	if err := removeSpec(filepath.Join(d.cfg.CDIDir, dra.SpecFile(uid))); err != nil {
+	if err := dra.RemoveSpec(filepath.Join(d.cfg.CDIDir, dra.SpecFile(uid))); err != nil {
 		return err
 	}
 	if _, ok := d.cp.Claims[uid]; !ok {
@@ -315,32 +312,6 @@ func (d *Driver) unprepareLocked(uid string) error {
 	}
 	delete(d.cp.Claims, uid)
 	return d.cp.Save(d.cfg.Checkpoint)
-}
-
-// removeSpec removes a claim spec the driver wrote: a regular file whose
-// kind is the claims' kind. Anything else at that path is left alone.
-func removeSpec(path string) error {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file: not removing what the driver did not write", path)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	var spec struct {
-		Kind string `json:"kind"`
-	}
-	if json.Unmarshal(data, &spec) != nil || spec.Kind != dra.CDIKind {
-		return fmt.Errorf("%s is not a %s spec: not removing what the driver did not write", path, dra.CDIKind)
-	}
-	return os.Remove(path)
 }
 
 // HandleError logs errors of the background publishing; the resourceslice
@@ -387,4 +358,16 @@ func (d *Driver) healthLocked() kubeletplugin.DeviceHealthReport {
 		r.Devices = append(r.Devices, h)
 	}
 	return r
+}
+
+// RemoveAll removes what the driver wrote on the node (dra.RemoveAll:
+// the claims' specs, the checkpoint and its moved-aside copies) and
+// forgets its claims, so that no re-list writes their specs again. It is
+// for an uninstall only: at a mere stop the pods that hold claims keep
+// running, and their containers' next starts need the specs.
+func (d *Driver) RemoveAll() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.cp.Claims = map[string]dra.Prepared{}
+	return dra.RemoveAll(d.cfg.CDIDir, d.cfg.Checkpoint)
 }

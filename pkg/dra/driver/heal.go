@@ -13,32 +13,12 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dra"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/smallfile"
 )
-
-// maxSpec bounds how much of a file at a claim's spec name is read to
-// compare it: a claim's spec is a few kilobytes; anything longer is not
-// it.
-const maxSpec = 1 << 20
-
-// errNotRegular is a claim's spec path that holds no regular file.
-var errNotRegular = errors.New("not a regular file")
-
-// readSpec reads the file at a claim's spec path without following a
-// symlink or blocking on a FIFO.
-func readSpec(path string) ([]byte, error) {
-	return smallfile.ReadVetted(path, maxSpec, unix.O_NOFOLLOW|unix.O_NONBLOCK, func(st *unix.Stat_t) error {
-		if st.Mode&unix.S_IFMT != unix.S_IFREG {
-			return errNotRegular
-		}
-		return nil
-	})
-}
 
 // ensureSpec makes path hold data, written atomically only when it does
 // not already. It returns what path held instead ("" when it held data).
 func ensureSpec(path string, data []byte) (string, error) {
-	cur, err := readSpec(path)
+	cur, err := dra.ReadSpec(path)
 	var was string
 	switch {
 	case err == nil && bytes.Equal(cur, data):
@@ -47,8 +27,6 @@ func ensureSpec(path string, data []byte) (string, error) {
 		was = "not what the checkpoint holds"
 	case errors.Is(err, fs.ErrNotExist):
 		was = "missing"
-	case errors.Is(err, unix.ELOOP):
-		was = "a symlink"
 	default:
 		was = err.Error()
 	}
@@ -120,7 +98,7 @@ func (d *Driver) upgradeLocked() {
 			continue
 		}
 		path := filepath.Join(d.cfg.CDIDir, p.SpecFile)
-		data, err := readSpec(path)
+		data, err := dra.ReadSpec(path)
 		if err == nil {
 			var up dra.Prepared
 			if up, err = dra.AdoptSpec(uid, p, data); err == nil {
