@@ -244,6 +244,24 @@ func TestPrepareRestartUnprepare(t *testing.T) {
 	}
 }
 
+// prepareTwo prepares claim uid1 (nv) for the NVIDIA GPU and uid2 (ig)
+// for the Intel one, and returns their spec paths and contents.
+func (e *env) prepareTwo(t *testing.T, d *Driver) (path1, path2 string, spec1, spec2 []byte) {
+	t.Helper()
+	for _, c := range []struct{ uid, name, dev string }{{uid1, "nv", nvDev}, {uid2, "ig", igDev}} {
+		if r := prepare(t, d, claim(c.uid, c.name, c.dev)); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	path1, path2 = filepath.Join(e.cdiDir, dra.SpecFile(uid1)), filepath.Join(e.cdiDir, dra.SpecFile(uid2))
+	spec1, err1 := os.ReadFile(path1)
+	spec2, err2 := os.ReadFile(path2)
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatal(err)
+	}
+	return path1, path2, spec1, spec2
+}
+
 func equalDevices(a, b []kubeletplugin.Device) bool {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
@@ -433,8 +451,14 @@ func TestPrepareFolderVanished(t *testing.T) {
 		a.Err = &driverstore.FolderError{Index: 1, LUID: a.LUID, Description: a.Description, Folder: a.Folder, DriversDir: inv.DriversDir, Err: fs.ErrNotExist}
 		a.Folder = ""
 	})
-	r := prepare(t, d, claim(uid1, "gpu", nvDev))
-	want := `claim default/gpu: adapter 1 (NVIDIA GeForce RTX 3060 Laptop GPU, LUID 0x4486d1): driver store folder "nvltwi.inf_amd64_7b2a5c1c4e6f8d90" was not found under /usr/lib/wsl/drivers: the Windows driver was probably updated while WSL was running: run wsl --shutdown`
+	e.refused(t, prepare(t, d, claim(uid1, "gpu", nvDev)),
+		`claim default/gpu: adapter 1 (NVIDIA GeForce RTX 3060 Laptop GPU, LUID 0x4486d1): driver store folder "nvltwi.inf_amd64_7b2a5c1c4e6f8d90" was not found under /usr/lib/wsl/drivers: the Windows driver was probably updated while WSL was running: run wsl --shutdown`)
+}
+
+// refused checks a prepare failed with want and wrote nothing: no spec,
+// no checkpoint.
+func (e *env) refused(t *testing.T, r kubeletplugin.PrepareResult, want string) {
+	t.Helper()
 	if r.Err == nil || r.Err.Error() != want {
 		t.Errorf("prepare = %v\nwant %s", r.Err, want)
 	}
@@ -442,7 +466,7 @@ func TestPrepareFolderVanished(t *testing.T) {
 		t.Errorf("CDI dir = %v, want empty", got)
 	}
 	if _, err := os.Stat(e.ckpt); !os.IsNotExist(err) {
-		t.Errorf("checkpoint written for a failed claim: %v", err)
+		t.Errorf("checkpoint written for a refused claim: %v", err)
 	}
 }
 
@@ -506,15 +530,5 @@ func TestPrepareOpaqueParameters(t *testing.T) {
 	c := claim(uid1, "gpu", nvDev)
 	c.Status.Allocation.Devices.Config = []resourceapi.DeviceAllocationConfiguration{{Source: resourceapi.AllocationConfigSourceClass,
 		DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: dra.DriverName, Parameters: runtime.RawExtension{Raw: []byte(`{}`)}}}}}
-	r := prepare(t, d, c)
-	want := "claim default/gpu: opaque parameters for driver gpu.wsl-gpu-hook.dev (from its DeviceClass, for every request) are not understood: the driver takes no parameters: remove the opaque config and select the adapter with CEL selectors on its attributes"
-	if r.Err == nil || r.Err.Error() != want {
-		t.Errorf("prepare = %v\nwant %s", r.Err, want)
-	}
-	if got := e.specs(t); len(got) != 0 {
-		t.Errorf("CDI dir = %v, want empty", got)
-	}
-	if _, err := os.Stat(e.ckpt); !os.IsNotExist(err) {
-		t.Errorf("checkpoint written for a refused claim: %v", err)
-	}
+	e.refused(t, prepare(t, d, c), "claim default/gpu: opaque parameters for driver gpu.wsl-gpu-hook.dev (from its DeviceClass, for every request) are not understood: the driver takes no parameters: remove the opaque config and select the adapter with CEL selectors on its attributes")
 }

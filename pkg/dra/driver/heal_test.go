@@ -24,14 +24,7 @@ const uid3 = "0a0b0c0d-0000-4000-8000-000000000003"
 func TestHealSpecs(t *testing.T) {
 	e := newEnv(t)
 	d := e.driver(t)
-	for _, c := range []struct{ uid, name, dev string }{{uid1, "nv", nvDev}, {uid2, "ig", igDev}} {
-		if r := prepare(t, d, claim(c.uid, c.name, c.dev)); r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
-	path1, path2 := filepath.Join(e.cdiDir, dra.SpecFile(uid1)), filepath.Join(e.cdiDir, dra.SpecFile(uid2))
-	spec1, _ := os.ReadFile(path1)
-	spec2, _ := os.ReadFile(path2)
+	path1, path2, spec1, spec2 := e.prepareTwo(t, d)
 	// Files whose names the checkpoint does not record: another
 	// producer's, and a claim spec of a claim it does not know.
 	foreign := map[string]string{
@@ -170,14 +163,7 @@ func writeV1(t *testing.T, path string) {
 func TestHealVersion1(t *testing.T) {
 	e := newEnv(t)
 	d := e.driver(t)
-	for _, c := range []struct{ uid, name, dev string }{{uid1, "nv", nvDev}, {uid2, "ig", igDev}} {
-		if r := prepare(t, d, claim(c.uid, c.name, c.dev)); r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
-	path1, path2 := filepath.Join(e.cdiDir, dra.SpecFile(uid1)), filepath.Join(e.cdiDir, dra.SpecFile(uid2))
-	spec1, _ := os.ReadFile(path1)
-	spec2, _ := os.ReadFile(path2)
+	path1, path2, spec1, spec2 := e.prepareTwo(t, d)
 	writeV1(t, e.ckpt)
 	if data, _ := os.ReadFile(e.ckpt); strings.Contains(string(data), `"spec"`) || !strings.Contains(string(data), `"version": 1`) {
 		t.Fatalf("not a version 1 checkpoint:\n%s", data)

@@ -66,11 +66,7 @@ func TestStopLeavesFiles(t *testing.T) {
 func TestDriverRemoveAll(t *testing.T) {
 	e := newEnv(t)
 	d := e.driver(t)
-	for _, c := range []struct{ uid, name, dev string }{{uid1, "nv", nvDev}, {uid2, "ig", igDev}} {
-		if r := prepare(t, d, claim(c.uid, c.name, c.dev)); r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
+	e.prepareTwo(t, d)
 	os.WriteFile(filepath.Join(e.cdiDir, "nvidia.yaml"), []byte("kind: nvidia.com/gpu\n"), 0o644)
 	if err := d.RemoveAll(); err != nil {
 		t.Fatal(err)
