@@ -165,7 +165,8 @@ const keepCorrupt = 3
 // MoveCheckpointAside renames a corrupt checkpoint to
 // path.corrupt-<UTC time> (never over another file) so the driver's next
 // save does not overwrite it, and removes the oldest such files beyond
-// the newest three. It returns where the file went.
+// the newest three. It returns where the file went; an error beside a
+// path means the file was moved and an old copy could not be removed.
 func MoveCheckpointAside(path string, now time.Time) (string, error) {
 	to := path + corruptSuffix + now.UTC().Format("20060102T150405.000000000Z")
 	if _, err := os.Lstat(to); !errors.Is(err, fs.ErrNotExist) {

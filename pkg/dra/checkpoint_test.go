@@ -1,7 +1,6 @@
 package dra
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
@@ -248,31 +247,13 @@ func TestMoveCheckpointAside(t *testing.T) {
 	}
 }
 
-// v1 is cp as the version 1 driver wrote it: no specs.
-func v1(t *testing.T, claims map[string]Prepared) []byte {
-	t.Helper()
-	for uid, p := range claims {
-		p.Spec = nil
-		claims[uid] = p
-	}
-	sum, err := checksum(claims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := json.MarshalIndent(checkpointFile{Version: 1, Driver: DriverName, Claims: claims, Checksum: sum}, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
 // A version 1 checkpoint is read, its claims without a spec; AdoptSpec
 // completes one with its file's spec when that is the claim's, and
 // RebuildSpec with the spec prepare writes now.
 func TestCheckpointVersion1(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "checkpoint.json")
-	os.WriteFile(path, v1(t, map[string]Prepared{uid1: samplePrepared(uid1)}), 0o600)
-	cp, err := LoadCheckpoint(path)
+	// Written by the version 1 driver (commit dce37a8) for claim uid1 on
+	// the NVIDIA GPU of nvidia-laptop.
+	cp, err := LoadCheckpoint("testdata/checkpoint-v1.json")
 	if err != nil {
 		t.Fatal(err)
 	}
