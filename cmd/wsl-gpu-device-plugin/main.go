@@ -193,7 +193,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if len(undo) > 0 {
 		defer func() {
 			cancel()
-			v := stopVerdict(*daemonSet)
+			v := lifecycle.DecideInCluster(*daemonSet)
 			log.Info("stopping: " + v.Reason)
 			for _, u := range undo {
 				u(v)
@@ -226,25 +226,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		defer stopMetrics()
 	}
 	return m.Run(ctx)
-}
-
-// stopVerdict is what this stop means for what the pod put on its node:
-// an uninstall only when the pod's DaemonSet is gone.
-func stopVerdict(daemonSet string) lifecycle.Verdict {
-	if daemonSet == "" {
-		return lifecycle.Verdict{Reason: "no --daemonset: keeping what is on the node (the chart passes it, and cleans up at its uninstall)"}
-	}
-	api, err := kubeapi.InCluster(kubeapi.ServiceAccountDir)
-	if err != nil {
-		return lifecycle.Verdict{Reason: fmt.Sprintf("cannot tell whether the chart is uninstalled (%v): keeping what is on the node", err)}
-	}
-	ns, err := kubeapi.Namespace(kubeapi.ServiceAccountDir)
-	if err != nil {
-		return lifecycle.Verdict{Reason: fmt.Sprintf("cannot tell whether the chart is uninstalled (%v): keeping what is on the node", err)}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return lifecycle.Decide(ctx, api, ns, daemonSet)
 }
 
 // uninstallDaemonSet is the chart's pre-delete hook.

@@ -37,6 +37,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dra/driver"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/lifecycle"
 )
 
 // version is set by the Makefile at link time.
@@ -66,6 +67,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	healthTimeout := fs.Duration("health-timeout", 30*time.Second, "how long the kubelet trusts a device health report (resent at a third of it)")
 	debug := fs.Bool("debug", false, "log at debug level")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	daemonSet := fs.String("daemonset", "", "this pod's DaemonSet `NAME`, in the pod's namespace: at a stop, remove the claims' specs and the checkpoint only if it is gone (the chart's uninstall)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -129,6 +131,17 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	d.Watch(ctx, *interval, cfg.DriversDir, filepath.Dir(cfg.DxgDevice))
+	// Running pods' containers need their claims' specs at every start: a
+	// stop removes them only when it is the chart's uninstall.
+	v := lifecycle.DecideInCluster(*daemonSet)
+	log.Info("stopping: " + v.Reason)
+	if v.Uninstall {
+		if err := d.RemoveAll(); err != nil {
+			log.Warn("uninstall: claim specs or checkpoint left", "err", err)
+		} else {
+			log.Info("uninstall: removed every claim spec and the checkpoint")
+		}
+	}
 	return nil
 }
 

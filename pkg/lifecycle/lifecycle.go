@@ -166,3 +166,22 @@ func podsLeft(body []byte) ([]string, error) {
 	}
 	return out, nil
 }
+
+// DecideInCluster is Decide for the stopping pod itself: its service
+// account, its namespace, and daemonSet, its DaemonSet's name ("" when the
+// pod was started without one: keep everything). It waits at most 5 s.
+func DecideInCluster(daemonSet string) Verdict {
+	if daemonSet == "" {
+		return Verdict{Reason: "no DaemonSet named (--daemonset): keeping what is on the node"}
+	}
+	api, err := kubeapi.InCluster(kubeapi.ServiceAccountDir)
+	if err == nil {
+		var ns string
+		if ns, err = kubeapi.Namespace(kubeapi.ServiceAccountDir); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return Decide(ctx, api, ns, daemonSet)
+		}
+	}
+	return Verdict{Reason: fmt.Sprintf("cannot tell whether the chart is uninstalled (%v): keeping what is on the node, as for a restart", err)}
+}
