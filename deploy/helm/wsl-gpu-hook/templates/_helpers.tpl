@@ -31,8 +31,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end -}}
 
+{{- /* repository@digest when a digest is set (the image a pod runs is then
+exactly that one), repository:tag otherwise. */}}
 {{- define "wsl-gpu-hook.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
 {{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
+{{- end -}}
 {{- end -}}
 
 {{- define "wsl-gpu-hook.resourceName" -}}
