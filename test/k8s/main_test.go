@@ -47,6 +47,7 @@ func TestK8s(t *testing.T) {
 		{"README", testREADME},
 		{"WSLGPU", testWSLGPU},
 		{"DRA", testDRA},
+		{"Operation", testOperation},
 	} {
 		t.Run(s.name, func(t *testing.T) {
 			begin := time.Now()

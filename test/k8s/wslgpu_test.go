@@ -155,10 +155,13 @@ func (x tc) pluginPod(node string) string {
 	return out
 }
 
+// nodeFiles lists the files (not directories) in the node dirs the chart
+// writes to. kubelet_internal_checkpoint is the kubelet's, written at the
+// first plugin registration. Directories are left out: the kubelet makes
+// the chart's hostPath dirs (DirectoryOrCreate) and never removes them, and
+// a pod that mounts only its own dir cannot remove the mount point itself.
 func (x tc) nodeFiles(n *cluster.Node) string {
-	// kubelet_internal_checkpoint is the kubelet's, written at the first
-	// plugin registration.
-	out, _ := n.Exec("sh", "-c", "ls -a /var/lib/wsl-gpu-hook /var/run/cdi /var/lib/kubelet/device-plugins 2>&1 | grep -v '^kubelet_internal_checkpoint$'; true")
+	out, _ := n.Exec("sh", "-c", "find /var/lib/wsl-gpu-hook /var/run/cdi /var/lib/kubelet/device-plugins /var/lib/kubelet/plugins ! -type d 2>/dev/null | grep -v '/kubelet_internal_checkpoint$' | sort; true")
 	return out
 }
 

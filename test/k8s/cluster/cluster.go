@@ -174,6 +174,19 @@ func (c *Cluster) Kubectl(args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
+// KubectlAs runs kubectl with a bearer token and nothing else: the
+// client's identity is the token's (a service account's, as a process on
+// a node that read a pod's token would be).
+func (c *Cluster) KubectlAs(token string, args ...string) (string, error) {
+	cmd := exec.Command(c.Bins.Kubectl(), append([]string{"--kubeconfig", os.DevNull, "--server", c.Server,
+		"--certificate-authority", filepath.Join(c.Dir, "pki", "ca.crt"), "--token", token}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
 // MustKubectl is Kubectl that fails the test on error.
 func (c *Cluster) MustKubectl(args ...string) string {
 	c.t.Helper()

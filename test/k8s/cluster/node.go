@@ -306,6 +306,13 @@ func (n *Node) Exec(args ...string) (string, error) {
 	return run(append([]string{"nsenter", "--target", strings.TrimSpace(string(pid)), "--mount", "--net", "--"}, args...)...)
 }
 
+// Path is node path p as the host sees it, through the node's mount
+// namespace: reading it costs no process, so a test can watch a file.
+func (n *Node) Path(p string) string {
+	pid, _ := os.ReadFile(filepath.Join(n.Dir, "sh.pid"))
+	return filepath.Join("/proc", strings.TrimSpace(string(pid)), "root", p)
+}
+
 // Ctr runs containerd's ctr in the k8s.io namespace of the node's containerd.
 func (n *Node) Ctr(args ...string) (string, error) {
 	return run(append([]string{filepath.Join(n.c.Bins.Containerd, "ctr"), "--address", n.sock, "--namespace", "k8s.io"}, args...)...)
@@ -488,6 +495,10 @@ authorization:
   mode: AlwaysAllow
 syncFrequency: 10s
 nodeStatusUpdateFrequency: 5s
+# A container that exits is started again within seconds, not after the
+# default back-off that doubles to five minutes (KubeletCrashLoopBackOffMax,
+# beta and on since 1.35): the operation suite restarts containers often.
+crashLoopBackOff: {maxContainerRestartPeriod: 2s}
 evictionHard:
   memory.available: "1Mi"
   nodefs.available: "1%%"
