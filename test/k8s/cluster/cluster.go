@@ -136,6 +136,12 @@ func Start(t testing.TB, opt Options) *Cluster {
 			return out == "True"
 		})
 	}
+	// The controller manager makes each namespace's default service
+	// account a moment after it starts; a pod created before is refused.
+	c.WaitFor(time.Minute, "the default service account", func() bool {
+		_, err := c.Kubectl("get", "serviceaccount", "default")
+		return err == nil
+	})
 	t.Logf("cluster: %d nodes Ready %s after start", len(c.nodes), time.Since(begin).Round(time.Second))
 	c.checkHostMounts("running")
 	return c
