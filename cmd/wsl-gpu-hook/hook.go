@@ -8,23 +8,24 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hooklog"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hookrun"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
 // runHook is the OCI hook at stage (package hookrun).
-func runHook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader) error {
-	return runJob(cfg, string(stage), func() (*hookrun.Job, error) { return hookrun.OCI(stage, cfg, stdin) })
+func runHook(stage gpuplan.Stage, cfg config.Config, stdin io.Reader, stderr io.Writer) error {
+	return runJob(cfg, string(stage), stderr, func() (*hookrun.Job, error) { return hookrun.OCI(stage, cfg, stdin) })
 }
 
 // runCDIHook is the createContainer hook of a CDI device of ours; its
 // arguments are the device's selections (package hookrun).
-func runCDIHook(cfg config.Config, stdin io.Reader, selections []string) error {
-	return runJob(cfg, "cdi-hook", func() (*hookrun.Job, error) { return hookrun.CDI(stdin, selections) })
+func runCDIHook(cfg config.Config, stdin io.Reader, stderr io.Writer, selections []string) error {
+	return runJob(cfg, "cdi-hook", stderr, func() (*hookrun.Job, error) { return hookrun.CDI(stdin, selections) })
 }
 
 // runJob reads a job through its entry and runs it, logging to the
-// configured log; the error is the one line runtimes show.
-func runJob(cfg config.Config, name string, entry func() (*hookrun.Job, error)) error {
-	logger := openLog(cfg)
+// configured log; the error is the one line runtimes show, printed last.
+func runJob(cfg config.Config, name string, stderr io.Writer, entry func() (*hookrun.Job, error)) error {
+	logger := openLog(cfg, stderr)
 	defer logger.Close()
 	log := logger.With("stage", name)
 	job, err := entry()
@@ -39,14 +40,17 @@ func runJob(cfg config.Config, name string, entry func() (*hookrun.Job, error)) 
 }
 
 // openLog opens the configured log at the configured level (info if the
-// level is unknown, which config.Load does not let through).
-func openLog(cfg config.Config) *hooklog.Logger {
+// level is unknown, which config.Load does not let through). A log file
+// refused (a link, a file others may write) is one line on stderr: a log
+// that cannot be written must not cost the user their GPU.
+func openLog(cfg config.Config, stderr io.Writer) *hooklog.Logger {
 	level, err := hooklog.ParseLevel(cfg.LogLevel)
 	if err != nil {
 		level = hooklog.Info
 	}
-	// A log that cannot be opened must not cost the user their GPU: Open
-	// then returns a logger that discards, and the hook goes on.
-	log, _ := hooklog.Open(cfg.LogFile, level)
+	log, err := hooklog.Open(cfg.LogFile, level)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", wsl.HookName, err)
+	}
 	return log
 }

@@ -61,7 +61,8 @@ func TestHookWiring(t *testing.T) {
 }
 
 // TestHookLogCannotOpen: a log file that cannot be opened costs the user
-// nothing: the hook runs as it would, and its error line is unchanged.
+// nothing but one line on stderr saying why and what to do: the hook runs
+// as it would, and its error line is unchanged.
 func TestHookLogCannotOpen(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.toml")
@@ -91,8 +92,8 @@ func TestHookLogCannotOpen(t *testing.T) {
 			case tt.wantErr != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.wantErr)):
 				t.Fatalf("run error = %v, want %q", err, tt.wantErr)
 			}
-			if out.Len() != 0 {
-				t.Errorf("the hook printed %q", out.String())
+			if want := "wsl-gpu-hook: log " + logFile + ": open: no such file or directory: not writing it; mkdir -p " + filepath.Dir(logFile) + " or set log_file\n"; out.String() != want {
+				t.Errorf("the hook printed %q, want %q", out.String(), want)
 			}
 			if _, err := os.Stat(filepath.Dir(logFile)); err == nil {
 				t.Errorf("the hook made the log's directory")

@@ -82,9 +82,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return fmt.Errorf("%s: %w: fix the configuration file", cmd, err)
 	}
 	if cmd == "cdi-hook" {
-		return runCDIHook(cfg, stdin, cmdArgs)
+		return runCDIHook(cfg, stdin, stderr, cmdArgs)
 	}
-	return runHook(stage, cfg, stdin)
+	return runHook(stage, cfg, stdin, stderr)
 }
 
 // adminCommand is a command wsl-gpu-ctl runs: run returns it so that main,

@@ -21,6 +21,6 @@ func runRuntime(args []string) error {
 	if err != nil {
 		return fmt.Errorf("runtime: find own executable for the hook: %w", err)
 	}
-	err = wrapper.Run(args, wrapper.Options{Config: cfg, ConfigPath: path, ExplicitConfig: explicit, Self: self})
+	err = wrapper.Run(args, wrapper.Options{Config: cfg, ConfigPath: path, ExplicitConfig: explicit, Self: self, Stderr: os.Stderr})
 	return fmt.Errorf("runtime: %w", err)
 }

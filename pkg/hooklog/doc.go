@@ -37,8 +37,15 @@
 //     even turned into strings. A logger with no output (log_file = "", a
 //     file that cannot be opened) formats nothing.
 //   - Nothing a log does can fail a container start: open and write errors
-//     leave the entry unwritten, and stderr, which runtimes show users, is
-//     never written.
+//     leave the entry unwritten, and a logger never writes stderr, which
+//     runtimes show users. A log file [Open] refuses is one error, one line
+//     saying why and what to do, for the caller to print.
+//   - The hook runs as root and its log's directory may be writable by
+//     others (Ubuntu's /var/log is group syslog's): the file is opened
+//     without following a link and written only if the open file is a
+//     regular file with one link, the process user's, not writable by group
+//     or others, in a directory everyone may write only if it is sticky
+//     ([OpenFile]). The runtime wrapper opens runc's --log the same way.
 //
 // Field keys are the caller's constants, written bare like logrus writes
 // them; a key that would clash with time, level or msg is renamed

@@ -3,8 +3,6 @@ package hooklog
 import (
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,8 +65,8 @@ type field struct{ key, value string }
 type output struct {
 	w     io.Writer // nil: discard
 	level Level
-	file  *os.File // closed by Close; nil if w is not ours
-	now   func() time.Time
+	close func() error // Close's; nil if w is not ours
+	now       func() time.Time
 
 	mu     sync.Mutex
 	closed bool
@@ -86,25 +84,29 @@ func New(w io.Writer, level Level) *Logger {
 func Discard() *Logger { return New(nil, Panic) }
 
 // Open returns a logger appending entries up to level to the file at path,
-// which it creates (mode 0640) if missing; "" discards. On error the logger
-// is one that discards, for the caller to use anyway: a log that cannot be
-// opened must not cost the user their GPU.
+// which it creates (mode 0640) if missing; "" discards. The file is vetted
+// as [OpenFile] vets it; a refusal is a *RefusedError naming log_file, one
+// line saying why and what to do. On error the logger is one that
+// discards, for the caller to use anyway: a log that cannot be written
+// must not cost the user their GPU.
 func Open(path string, level Level) (*Logger, error) {
 	if path == "" {
 		return Discard(), nil
 	}
 	// O_APPEND makes each write land whole at the end, even when many
-	// hooks log at once. Opened with open(2) and wrapped: os.OpenFile would
-	// hand the file to the runtime's network poller (fcntl and epoll calls,
-	// and the poller's setup when it is the process's first file), which a
-	// blocking regular file does not use.
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_CLOEXEC, 0o640)
+	// hooks log at once. The descriptor is written with write(2), not
+	// wrapped in an os.File, which would hand it to the runtime's network
+	// poller (fcntl and epoll calls, and the poller's setup when it is the
+	// process's first file), which a regular file does not use.
+	fd, err := openFD(path)
 	if err != nil {
-		return Discard(), fmt.Errorf("open log: %w", &fs.PathError{Op: "open", Path: path, Err: err})
+		if r, ok := err.(*RefusedError); ok {
+			r.Setting = "log_file"
+		}
+		return Discard(), err
 	}
-	f := os.NewFile(uintptr(fd), path)
-	l := New(f, level)
-	l.out.file = f
+	l := New(fdWriter(fd), level)
+	l.out.close = func() error { return unix.Close(fd) }
 	return l, nil
 }
 
@@ -114,11 +116,11 @@ func (l *Logger) Close() error {
 	o := l.out
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.file == nil || o.closed {
+	if o.close == nil || o.closed {
 		return nil
 	}
 	o.closed = true
-	return o.file.Close()
+	return o.close()
 }
 
 // With returns a logger that adds the field key=value to every entry; a

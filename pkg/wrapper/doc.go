@@ -16,5 +16,8 @@
 // which survives `runc update` and systemd reloads.
 //
 // Errors go where engines read a runtime's errors: stderr, and runc's --log
-// file in its --log-format (containerd's shim and Docker show that one).
+// file in its --log-format (containerd's shim and Docker show that one),
+// which it opens as the hook opens its own log (hooklog.OpenFile): not
+// through a link, and only a regular file of its user's that no one else
+// may write.
 package wrapper

@@ -3,6 +3,7 @@ package wrapper
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,12 +11,11 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/edits"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hooklog"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
@@ -31,6 +31,9 @@ type Options struct {
 	// Self is this binary: the hook the bundle gets, and what the real
 	// runtime must not resolve to.
 	Self string
+	// Stderr hears, in one line, why runc's --log could not take an
+	// error (the error itself is the caller's to print, last).
+	Stderr io.Writer
 }
 
 // Run is the wrapper: it patches the bundle when args create or run a
@@ -45,7 +48,10 @@ func Run(args []string, o Options) error {
 	a := ParseArgs(args, cwd)
 	if a.Command == "create" || a.Command == "run" {
 		if err := PatchBundle(a.Bundle, o); err != nil {
-			WriteLog(a.LogFile, a.LogFormat, "wsl-gpu-hook: runtime: "+oneLine(err.Error()), time.Now())
+			// Its own line first: the runtime's error stays the last.
+			if lerr := WriteLog(a.LogFile, a.LogFormat, "wsl-gpu-hook: runtime: "+oneLine(err.Error()), time.Now()); lerr != nil && o.Stderr != nil {
+				fmt.Fprintf(o.Stderr, "%s: runtime: %v\n", wsl.HookName, lerr)
+			}
 			return err
 		}
 	}
@@ -186,24 +192,29 @@ func PatchBundle(bundle string, o Options) error {
 
 // WriteLog appends msg where containerd's shim and Docker read a runtime's
 // errors: runc's --log file, in its format ("json" or text). Without a log
-// file it does nothing; a log it cannot open is not an error worth more
-// than the one being reported.
-func WriteLog(path, format, msg string, now time.Time) {
+// file it does nothing. The wrapper runs as the engine's user, root for
+// most, so the file is opened as the hook's own log is (hooklog.OpenFile):
+// a link, or a file others may write, is refused with the reason.
+func WriteLog(path, format, msg string, now time.Time) error {
 	if path == "" {
-		return
+		return nil
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|unix.O_CLOEXEC, 0o644)
+	f, err := hooklog.OpenFile(path)
 	if err != nil {
-		return
+		return err
 	}
 	defer f.Close()
 	ts := now.Format(time.RFC3339Nano)
 	if format == "json" {
 		line, _ := json.Marshal(map[string]string{"level": "error", "msg": msg, "time": ts})
-		f.Write(append(line, '\n'))
-		return
+		_, err = f.Write(append(line, '\n'))
+	} else {
+		_, err = fmt.Fprintf(f, "time=%q level=error msg=%q\n", ts, msg)
 	}
-	fmt.Fprintf(f, "time=%q level=error msg=%q\n", ts, msg)
+	if err != nil {
+		return fmt.Errorf("write log %s: %w", path, err)
+	}
+	return nil
 }
 
 // oneLine folds a multi-line error (errors.Join) into one log line.

@@ -188,12 +188,63 @@ func TestWriteLog(t *testing.T) {
 	if string(data) != `time="2026-11-23T04:00:00Z" level=error msg="a \"quoted\" line"`+"\n" {
 		t.Fatalf("text log: %s", data)
 	}
-	WriteLog("", "json", "nowhere", now) // no --log: nothing, no panic
-	WriteLog(filepath.Join(dir, "no", "such"), "json", "x", now)
+	if err := WriteLog("", "json", "nowhere", now); err != nil { // no --log: nothing
+		t.Errorf("WriteLog without a log: %v", err)
+	}
+	if err := WriteLog(filepath.Join(dir, "no", "such"), "json", "x", now); err == nil {
+		t.Errorf("WriteLog into a missing directory: no error")
+	}
 }
 
 func TestOneLine(t *testing.T) {
 	if got := oneLine("config x: key a: bad\nconfig x: key b: bad"); got != "config x: key a: bad; config x: key b: bad" {
 		t.Fatalf("oneLine = %q", got)
+	}
+}
+
+// TestWriteLogRefuses: runc's --log file is opened as root in the
+// engine's directory with the hook log's rules (hooklog.OpenFile): a
+// symbolic link or a log others may write is not written, and the file a
+// link points at is unchanged.
+func TestWriteLogRefuses(t *testing.T) {
+	now := time.Date(2026, 11, 23, 4, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name string
+		make func(t *testing.T, dir, target string) string
+		want string
+	}{
+		{"symbolic link", func(t *testing.T, dir, target string) string {
+			p := filepath.Join(dir, "log.json")
+			if err := os.Symlink(target, p); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, "is a symlink: not writing it; remove it"},
+		{"writable by others", func(t *testing.T, dir, _ string) string {
+			p := filepath.Join(dir, "log.json")
+			if err := os.WriteFile(p, nil, 0o666); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(p, 0o666); err != nil { // past the umask
+				t.Fatal(err)
+			}
+			return p
+		}, "is writable by group or others"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			target := filepath.Join(dir, "target")
+			if err := os.WriteFile(target, []byte("kept\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			p := tt.make(t, dir, target)
+			err := WriteLog(p, "json", "wsl-gpu-hook: runtime: x", now)
+			if data, _ := os.ReadFile(target); string(data) != "kept\n" {
+				t.Errorf("%s was written: %q", target, data)
+			}
+			if err == nil || !strings.Contains(err.Error(), "log "+p+": "+tt.want) {
+				t.Errorf("WriteLog error %v, want one saying %q", err, tt.want)
+			}
+		})
 	}
 }
