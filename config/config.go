@@ -70,6 +70,10 @@ type Config struct {
 	LogFile string `toml:"log_file"`
 	// LogLevel is a logrus level name.
 	LogLevel string `toml:"log_level"`
+	// LogSyslog is the syslog socket where a hook that cannot open LogFile
+	// (one in a container's own user namespace) sends its warnings and
+	// errors; "" sends them nowhere but stderr.
+	LogSyslog string `toml:"log_syslog"`
 	// RequestEnv lists the container environment variables that ask for
 	// GPUs, first non-empty wins.
 	RequestEnv []string `toml:"request_env"`
@@ -132,6 +136,7 @@ func Default() Config {
 		Ldcache:           LdcacheBuiltin,
 		LogFile:           "/var/log/wsl-gpu-hook.log",
 		LogLevel:          "info",
+		LogSyslog:         "/dev/log",
 		RequestEnv:        []string{"WSL_GPU_DEVICES", "NVIDIA_VISIBLE_DEVICES"},
 		RequestAnnotation: "wsl-gpu-hook/devices",
 		Runtime:           "runc",

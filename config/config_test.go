@@ -55,7 +55,7 @@ func loadCases() []loadCase {
 		{
 			name:    "unknown key",
 			toml:    "dxg_devic = \"/dev/dxg\"\n",
-			wantErr: "config F: unknown key dxg_devic: allowed keys are dxg_device, lib_dir, drivers_dir, ldcache, log_file, log_level, request_env, request_annotation, runtime, rocm_dir, dri_dir, wslg_dir, probe_cache, soname_cache, sysfs_dir, device_plugin",
+			wantErr: "config F: unknown key dxg_devic: allowed keys are dxg_device, lib_dir, drivers_dir, ldcache, log_file, log_level, log_syslog, request_env, request_annotation, runtime, rocm_dir, dri_dir, wslg_dir, probe_cache, soname_cache, sysfs_dir, device_plugin",
 		},
 		{
 			name:    "bad ldcache",

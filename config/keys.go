@@ -46,6 +46,7 @@ var keys = []key{
 		return nil
 	}},
 	{"", "log_level", func(c *Config) any { return &c.LogLevel }, logLevel},
+	{"", "log_syslog", func(c *Config) any { return &c.LogSyslog }, cleanAbsPathOrEmpty},
 	{"", "request_env", func(c *Config) any { return &c.RequestEnv }, func(v any) []string {
 		var bad []string
 		for _, e := range *v.(*[]string) {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/moby/sys/userns"
+
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hooklog"
@@ -40,15 +42,17 @@ func runJob(cfg config.Config, name string, stderr io.Writer, entry func() (*hoo
 }
 
 // openLog opens the configured log at the configured level (info if the
-// level is unknown, which config.Load does not let through). A log file
-// refused (a link, a file others may write) is one line on stderr: a log
-// that cannot be written must not cost the user their GPU.
+// level is unknown, which config.Load does not let through), or syslog
+// where the hook may not write it (hooklog.OpenHook). A log file refused
+// (a link, a file others may write) is one line on stderr: a log that
+// cannot be written must not cost the user their GPU.
 func openLog(cfg config.Config, stderr io.Writer) *hooklog.Logger {
 	level, err := hooklog.ParseLevel(cfg.LogLevel)
 	if err != nil {
 		level = hooklog.Info
 	}
-	log, err := hooklog.Open(cfg.LogFile, level)
+	log, err := hooklog.OpenHook(hooklog.HookOptions{File: cfg.LogFile, Syslog: cfg.LogSyslog, Tag: wsl.HookName,
+		Level: level, UserNS: userns.RunningInUserNS()})
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", wsl.HookName, err)
 	}

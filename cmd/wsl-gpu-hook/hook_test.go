@@ -19,7 +19,7 @@ func TestHookWiring(t *testing.T) {
 	cfg := filepath.Join(dir, "config.toml")
 	// /dev/null passes the device's stat (a character device) and fails
 	// enumeration: no test here reaches a host.
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("dxg_device = \"/dev/null\"\nlog_file = %q\nlog_level = \"debug\"\n", logFile)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("dxg_device = \"/dev/null\"\nlog_file = %q\nlog_level = \"debug\"\nlog_syslog = \"\"\n", logFile)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cdi := `"linux":{"devices":[{"path":"/dev/dxg","type":"c","major":10,"minor":63}]},
@@ -67,7 +67,7 @@ func TestHookLogCannotOpen(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.toml")
 	logFile := filepath.Join(dir, "missing", "hook.log")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("dxg_device = \"/dev/null\"\nlog_file = %q\nlog_level = \"debug\"\n", logFile)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("dxg_device = \"/dev/null\"\nlog_file = %q\nlog_level = \"debug\"\nlog_syslog = \"\"\n", logFile)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	bundle := filepath.Join(dir, "bundle")

@@ -46,6 +46,10 @@
 //     regular file with one link, the process user's, not writable by group
 //     or others, in a directory everyone may write only if it is sticky
 //     ([OpenFile]). The runtime wrapper opens runc's --log the same way.
+//   - A hook in a user namespace of its own (a CDI hook in a container
+//     with one runs as the container's root) cannot open root's log: its
+//     warnings and errors go to syslog ([OpenSyslog], [OpenHook]), where
+//     journald records who sent them.
 //
 // Field keys are the caller's constants, written bare like logrus writes
 // them; a key that would clash with time, level or msg is renamed

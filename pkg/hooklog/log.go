@@ -66,6 +66,8 @@ type output struct {
 	w     io.Writer // nil: discard
 	level Level
 	close func() error // Close's; nil if w is not ours
+	// syslogTag, when set, makes entries syslog messages (OpenSyslog).
+	syslogTag string
 	now       func() time.Time
 
 	mu     sync.Mutex
@@ -195,9 +197,15 @@ func (o *output) write(level Level, suffix, format string, args []any) {
 		o.line, o.msg = make([]byte, 0, 1024), make([]byte, 0, 1024)
 	}
 	o.msg = fmt.Appendf(o.msg[:0], format, args...)
-	b := append(o.line[:0], `time="`...)
-	b = o.now().UTC().AppendFormat(b, time.RFC3339)
-	b = append(b, `" level=`...)
+	b := o.line[:0]
+	if o.syslogTag != "" {
+		b = appendSyslogHeader(b, o.syslogTag, level)
+		b = append(b, "level="...)
+	} else {
+		b = append(b, `time="`...)
+		b = o.now().UTC().AppendFormat(b, time.RFC3339)
+		b = append(b, `" level=`...)
+	}
 	b = append(b, levelNames[level]...)
 	if len(o.msg) > 0 { // logrus leaves out an empty msg
 		b = append(b, " msg="...)
@@ -206,7 +214,9 @@ func (o *output) write(level Level, suffix, format string, args []any) {
 		b = appendValue(b, unsafe.String(unsafe.SliceData(o.msg), len(o.msg)))
 	}
 	b = append(b, suffix...)
-	b = append(b, '\n')
+	if o.syslogTag == "" {
+		b = append(b, '\n')
+	}
 	o.line = b
 	_, _ = o.w.Write(b) // see above
 }
