@@ -29,24 +29,33 @@ func ReadVetted(path string, limit, flags int, vet func(*unix.Stat_t) error) ([]
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
-	// One buffer of the size fstat reports (and a byte to see the end):
-	// growing one from a small start, as os.ReadFile does for /proc, is a
-	// fresh allocation per doubling. /proc files report 0 and start at 512.
-	size := 512
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		if vet != nil {
 			return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
 		}
-	} else if st.Size > 0 {
-		size = int(min(st.Size, int64(limit))) + 1
+		st.Size = 0
 	}
 	if vet != nil {
 		if err := vet(&st); err != nil {
 			return nil, err
 		}
 	}
-	buf := make([]byte, 0, size)
+	return ReadFD(fd, path, st.Size, limit)
+}
+
+// ReadFD reads what is left of the open file fd (named path in errors),
+// which must be at most limit bytes; size is what fstat said of it, 0 if
+// unknown.
+func ReadFD(fd int, path string, size int64, limit int) ([]byte, error) {
+	// One buffer of the size fstat reports (and a byte to see the end):
+	// growing one from a small start, as os.ReadFile does for /proc, is a
+	// fresh allocation per doubling. /proc files report 0 and start at 512.
+	n := 512
+	if size > 0 {
+		n = int(min(size, int64(limit))) + 1
+	}
+	buf := make([]byte, 0, n)
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
