@@ -163,8 +163,11 @@ func Probe(node devnode.Node, o Options) (gpuplan.Host, []error, error) {
 	return h, skipped, nil
 }
 
+// saveCache keeps the probe for the next start. A hook in a user
+// namespace of its own only reads the cache (probecache.ErrReadOnly):
+// that is no news.
 func saveCache(path string, k *probecache.Key, p *probecache.Probe, cached func(bool, error)) {
-	if err := probecache.Save(path, k, p); err != nil && cached != nil {
+	if err := probecache.Save(path, k, p); err != nil && !errors.Is(err, probecache.ErrReadOnly) && cached != nil {
 		cached(false, err)
 	}
 }
@@ -219,7 +222,7 @@ func ldcacheEntries(libDir string, o Options) ([]ldcache.Entry, error) {
 	}
 	if memo.Changed() {
 		// No directory is no note: it is the package's to make.
-		if err := memo.Save(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := memo.Save(path); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, probecache.ErrReadOnly) {
 			note(fmt.Errorf("keep the SONAMEs of %s: %w", libDir, err))
 		}
 	}

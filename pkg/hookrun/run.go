@@ -18,6 +18,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hooklog"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/nsenter"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probecache"
 )
 
 // Run carries the job out: probe, decide, log the plan, cgroup, apply.
@@ -57,6 +58,9 @@ func (j *Job) Run(cfg config.Config, log *hooklog.Logger) error {
 		switch {
 		case hit:
 			log.Debugf("host probe answered from the cache in %s", cfg.ProbeCache)
+		case errors.Is(miss, probecache.ErrUntrusted):
+			// Someone but root wrote it, or could have.
+			log.Warnf("host probe cache not used: %v", miss)
 		case miss != nil && !errors.Is(miss, fs.ErrNotExist):
 			log.Infof("host probe cache not used: %v", miss)
 		}

@@ -51,5 +51,21 @@
 // by this user, is writable by others, is larger than MaxSize, does not
 // decode exactly, or holds anything a probe could not have produced is
 // ignored and replaced, never trusted: the hook runs as root. Files are
-// replaced atomically (pkg/atomicfile).
+// replaced atomically (pkg/atomicfile), mode 0644: they hold nothing a user
+// could not ask the host or read in /usr/lib/wsl, and a hook in a user
+// namespace of its own must read them.
+//
+// User namespaces. A CDI hook of a container with a user namespace of its
+// own runs as the container's root: it sees root's files as the overflow
+// uid's, and its own uid 0 is the container's. There a file is read only if
+// nothing in the namespace can have written it or any directory on its way
+// from / (package nstrust: owners the namespace does not map, no write for
+// group or others but in sticky directories, no link), so the container's
+// root can never plant a cache the hook trusts; and the hook never writes
+// (Save is ErrReadOnly): the cache it reads is one a hook running as root
+// left since the last boot or driver change, any start of a container
+// without such a namespace, or a prestart hook (hooks.d, Docker's --gpus),
+// which runs as root in the runtime's namespaces even for a container with
+// one. Where no hook runs as root, every start asks the host. A refused
+// file is ErrUntrusted, which the hook logs as a warning.
 package probecache

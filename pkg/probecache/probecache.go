@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/nstrust"
 )
 
 // MaxSize bounds a cache file: a host with 64 adapters and a few hundred
@@ -160,10 +162,49 @@ func Load(path string, now *Key) (*Key, *Probe, error) {
 	return key, probe, nil
 }
 
+// ErrUntrusted is the error (errors.Is) for a cache file that is not
+// trusted: not this user's alone, or, in a user namespace of the caller's
+// own, one the namespace can have written. Such a file is a sign of
+// tampering, where a stale or missing one is not.
+var ErrUntrusted = errors.New("not trusted")
+
+// ErrReadOnly is Save's error in a user namespace of the caller's own,
+// where the cache is root's to write and the namespace's only to read.
+var ErrReadOnly = errors.New("the cache is written by root: a hook in a user namespace of its own only reads it")
+
+// untrusted is a refusal; errors.Is(err, ErrUntrusted).
+type untrusted struct {
+	msg      string
+	notOwner bool // refused for its owner alone: the namespace rule may still trust it
+}
+
+func (e *untrusted) Error() string        { return e.msg }
+func (e *untrusted) Is(target error) bool { return target == ErrUntrusted }
+
 // readChecked reads path if it is a regular file of this user's that no
 // one else may write, of at most MaxSize bytes, in a directory that is
-// this user's and no one else's to write.
+// this user's and no one else's to write. A caller in a user namespace of
+// its own (a CDI hook in a container with one, as the container's root)
+// sees root's files as the overflow uid's: there the file is read if
+// nothing in the namespace can have written it (package nstrust).
 func readChecked(path string) ([]byte, error) {
+	data, err := readOwned(path)
+	var u *untrusted
+	if err == nil || !errors.As(err, &u) || !u.notOwner {
+		return data, err
+	}
+	ns, nerr := nstrust.Current()
+	if nerr != nil || !ns.Own() {
+		return nil, err
+	}
+	data, err = ns.ReadFile(path, MaxSize)
+	if errors.Is(err, nstrust.ErrNotTrusted) {
+		return nil, &untrusted{msg: err.Error()}
+	}
+	return data, err
+}
+
+func readOwned(path string) ([]byte, error) {
 	if err := checkDir(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
@@ -172,7 +213,7 @@ func readChecked(path string) ([]byte, error) {
 	data, err := smallfile.ReadVetted(path, MaxSize, unix.O_NOFOLLOW|unix.O_NONBLOCK, func(st *unix.Stat_t) error {
 		switch {
 		case st.Mode&unix.S_IFMT != unix.S_IFREG:
-			return fmt.Errorf("%s is not a regular file", path)
+			return &untrusted{msg: fmt.Sprintf("%s is not a regular file", path)}
 		case st.Size > MaxSize:
 			return fmt.Errorf("%s is %d bytes, more than a cache can be (%d)", path, st.Size, MaxSize)
 		}
@@ -190,7 +231,7 @@ func checkDir(dir string) error {
 		return &os.PathError{Op: "stat", Path: dir, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return fmt.Errorf("%s is not a directory", dir)
+		return &untrusted{msg: fmt.Sprintf("%s is not a directory", dir)}
 	}
 	return ownedAlone(dir, &st)
 }
@@ -200,16 +241,34 @@ func checkDir(dir string) error {
 func ownedAlone(path string, st *unix.Stat_t) error {
 	switch {
 	case int(st.Uid) != os.Geteuid():
-		return fmt.Errorf("%s is owned by uid %d, not %d", path, st.Uid, os.Geteuid())
+		return &untrusted{msg: fmt.Sprintf("%s is owned by uid %d, not %d", path, st.Uid, os.Geteuid()), notOwner: true}
 	case st.Mode&0o022 != 0:
-		return fmt.Errorf("%s is writable by others (mode %04o)", path, st.Mode&0o7777)
+		return &untrusted{msg: fmt.Sprintf("%s is writable by others (mode %04o)", path, st.Mode&0o7777)}
 	}
 	return nil
 }
 
+// writableDir is checkDir for a writer: in a user namespace of the
+// caller's own, a directory it may not write is ErrReadOnly.
+func writableDir(dir string, made error) error {
+	err := made
+	if err == nil {
+		err = checkDir(dir)
+	}
+	var u *untrusted
+	if err != nil && (errors.Is(err, fs.ErrPermission) || errors.As(err, &u) && u.notOwner) {
+		if ns, nerr := nstrust.Current(); nerr == nil && ns.Own() {
+			return ErrReadOnly
+		}
+	}
+	return err
+}
+
 // Save replaces the file at path with p made under k, atomically, mode
-// 0600. A directory that is missing is made (0755); one that is not this
-// user's alone is refused.
+// 0644 (what it holds every user may learn from the host anyway; a hook
+// in a user namespace of its own must read it). A directory that is
+// missing is made (0755); one that is not this user's alone is refused,
+// and in a user namespace of the caller's own Save is ErrReadOnly.
 func Save(path string, k *Key, p *Probe) error {
 	if err := p.validate(k); err != nil {
 		return fmt.Errorf("not caching the probe: %w", err)
@@ -219,11 +278,8 @@ func Save(path string, k *Key, p *Probe) error {
 		return fmt.Errorf("not caching the probe: %d bytes, more than %d", len(data), MaxSize)
 	}
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := writableDir(dir, os.MkdirAll(dir, 0o755)); err != nil {
 		return err
 	}
-	if err := checkDir(dir); err != nil {
-		return err
-	}
-	return atomicfile.Write(path, data, 0o600, atomicfile.Keep)
+	return atomicfile.Write(path, data, 0o644, atomicfile.Keep)
 }

@@ -97,10 +97,12 @@ func (s *Sonames) Changed() bool {
 }
 
 // Save replaces the file at path with what the scan kept, atomically, mode
-// 0600. The directory is never made here: it is the package's (the .deb
+// 0644 (as the probe cache: a hook in a user namespace of its own reads
+// it). The directory is never made here: it is the package's (the .deb
 // ships it), so a machine without it, a test host among them, gets nothing
 // written (errors.Is(err, fs.ErrNotExist)); one that is not this user's
-// alone is refused.
+// alone is refused, and in a user namespace of the caller's own Save is
+// ErrReadOnly.
 func (s *Sonames) Save(path string) error {
 	var e encoder
 	e.b = append(e.b, sonamesMagic...)
@@ -119,10 +121,10 @@ func (s *Sonames) Save(path string) error {
 	if len(e.b) > MaxSize {
 		return fmt.Errorf("not keeping the SONAMEs of %s: %d bytes, more than %d", s.libDir, len(e.b), MaxSize)
 	}
-	if err := checkDir(filepath.Dir(path)); err != nil {
+	if err := writableDir(filepath.Dir(path), nil); err != nil {
 		return err
 	}
-	return atomicfile.Write(path, e.b, 0o600, atomicfile.Keep)
+	return atomicfile.Write(path, e.b, 0o644, atomicfile.Keep)
 }
 
 // maxSoname bounds a kept SONAME as ldcache's reader bounds what it reads.

@@ -53,7 +53,7 @@ func TestSonames(t *testing.T) {
 	if err := m.Save(path); err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
 		t.Fatalf("saved file: %v %v", fi, err)
 	}
 	m, err = probecache.LoadSonames(path, sonamesLib)

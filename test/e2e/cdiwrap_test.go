@@ -43,6 +43,10 @@ func injectCDI(t *testing.T, h *harness, b box, spec *specs.Spec, hookBin, cfgPa
 	}
 	// One spec per kind the devices name, each written alone (--output),
 	// so no other CDI producer on this machine is consulted.
+	devDir := filepath.Join(dir, "dev")
+	if b.devDir != "" {
+		devDir = b.devDir
+	}
 	kinds := map[string]bool{}
 	for _, d := range b.cdi {
 		kind, _, _ := strings.Cut(d, "=")
@@ -52,7 +56,7 @@ func injectCDI(t *testing.T, h *harness, b box, spec *specs.Spec, hookBin, cfgPa
 		kinds[kind] = true
 		file := filepath.Join(specDir, strings.NewReplacer("/", "_", ".", "_").Replace(kind)+".json")
 		gen := []string{hookBin, "--config", cfgPath, "cdi", "generate", "--kind", kind, "--output", file}
-		argv := simArgs(t, h, b.sim, filepath.Join(dir, "dev"), filepath.Join(dir, "cdi-report"), "", gen)
+		argv := simArgs(t, h, b.sim, devDir, filepath.Join(dir, "cdi-report"), "", gen)
 		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
 			t.Fatalf("cdi generate --kind %s: %v\n%s", kind, err, out)
 		}
@@ -60,7 +64,7 @@ func injectCDI(t *testing.T, h *harness, b box, spec *specs.Spec, hookBin, cfgPa
 	// An engine injects while the host has /dev/dxg, whose numbers it
 	// stats; dxgsim made it for `cdi generate` and removed it. A node with
 	// the simulator's numbers stands in; dxgsim replaces it for the run.
-	node := filepath.Join(dir, "dev", "dxg")
+	node := filepath.Join(devDir, "dxg")
 	if err := unix.Mknod(node, unix.S_IFCHR|0o666, int(unix.Mkdev(10, 229))); err != nil {
 		t.Fatalf("stand-in for /dev/dxg: %v", err)
 	}

@@ -104,6 +104,8 @@ type box struct {
 	// own. The probe cache is per device path: boxes that share a cache
 	// share this too.
 	devDir string
+	// syslog is the hook's log_syslog; "" keeps the default, /dev/log.
+	syslog string
 }
 
 // simulation is how dxgsim wraps runc.
@@ -233,6 +235,7 @@ func runBox(t *testing.T, b box) *outcome {
 			c.ProbeCache = b.probeCache
 		}
 		c.Sysfs = b.sysfs
+		c.Syslog = b.syslog
 		if err := c.Write(cfgPath); err != nil {
 			t.Fatal(err)
 		}
