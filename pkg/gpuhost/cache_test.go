@@ -266,6 +266,52 @@ func TestProbeCacheSysfs(t *testing.T) {
 	})
 }
 
+// TestProbeCacheRollback: a driver rolled back to a folder still in the
+// driver store, under a warm cache made after the update. Windows restarts
+// the adapter to change its driver: the adapter's VM-bus channel is offered
+// again, a new sysfs entry even where the LUID is kept, so the next start
+// asks the host and binds the folder it names now. A rollback that changed
+// nothing the guest can see (the same LUID, the same channel entry, the
+// store untouched) is not seen without asking the host.
+// Root, as above.
+func TestProbeCacheRollback(t *testing.T) {
+	skipUnlessProbeParent(t)
+	w := newProbeWorld(t, 0)
+	p, err := simhost.Lookup("nvidia-laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	intel, old, updated := "iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea", "nvltwi.inf_amd64_7b2a5c1c4e6f8d90", "nvltwi.inf_amd64_1111111111111111"
+	folders := filepath.Join(t.TempDir(), "folders")
+	names := func(t *testing.T, name string) {
+		t.Helper()
+		if err := os.WriteFile(folders, []byte("1="+name+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"--folder-file", folders}
+	// The update: a new folder in the store, which the host names.
+	if err := os.Mkdir(filepath.Join(w.root, fixture.DriversDir, updated), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	names(t, updated)
+	r, calls, fs := w.start(t, args...)
+	checkStart(t, r, calls, fs, false, budgetWarm, intel, updated)
+	r, calls, fs = w.start(t, args...)
+	checkStart(t, r, calls, fs, true, budgetWarm, intel, updated)
+
+	// The rollback: the host names the old folder again, both stay in the
+	// store, the adapter restarts with its LUID.
+	names(t, old)
+	if err := fixture.SysfsDevices(w.s.Sysfs, p, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, calls, fs = w.start(t, args...)
+	checkStart(t, r, calls, fs, false, budgetWarm, intel, old)
+	r, calls, fs = w.start(t, args...)
+	checkStart(t, r, calls, fs, true, budgetWarm, intel, old)
+}
+
 // skipUnlessProbeParent skips a probe test in the re-run child, and without
 // root (dxgsim makes a device node and installs a seccomp listener).
 func skipUnlessProbeParent(t *testing.T) {

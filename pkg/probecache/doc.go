@@ -41,6 +41,14 @@
 //     seen through the drivers dir and the LUIDs (it comes with a driver
 //     update) or the boot id (with a WSL update), not the lib dir's stamp.
 //
+// A driver rollback to a folder still in the store adds nothing to the
+// store, and the host may keep the LUID; but Windows restarts the adapter
+// to change its driver, and its VM-bus channel is offered again: a new
+// sysfs entry (kernfs never soon reuses an inode number), so Bound
+// differs. A change of the folder the host names with nothing the guest
+// can see (no restart, no store change) is not seen without asking the
+// host, which a warm start does not.
+//
 // A second file (Sonames, sonames.go) outlives the boot: the lib dir's
 // SONAMEs, each with its file's FileID, so that the first start after a
 // boot stats each library instead of reading its ELF headers.

@@ -28,8 +28,10 @@ const MaxSize = 256 << 10
 const BootIDPath = "/proc/sys/kernel/random/boot_id"
 
 // version is the file format (codec.go); a file of another version is a
-// miss. Version 1 was JSON; 2 had no sysfs reading.
-const version = 3
+// miss. Version 1 was JSON; 2 had no sysfs reading; 3 was the same as 4,
+// but 0600, which a hook in a user namespace of its own cannot read: the
+// next start replaces it.
+const version = 4
 
 // Stamp is what one stat of a directory says about its state.
 type Stamp struct {
