@@ -278,7 +278,7 @@ func runChild(t *testing.T, bin string, paths []string, size int) map[string]chi
 
 // reachableDir is a new temporary directory, root's, that every user may
 // enter, under /tmp (root's, sticky) or wherever TMPDIR says.
-func reachableDir(t *testing.T) string {
+func reachableDir(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	for d := dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
@@ -289,7 +289,7 @@ func reachableDir(t *testing.T) string {
 	return dir
 }
 
-func copyExe(t *testing.T, from, to string) {
+func copyExe(t testing.TB, from, to string) {
 	t.Helper()
 	data, err := os.ReadFile(from)
 	if err != nil {
