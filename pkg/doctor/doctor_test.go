@@ -528,6 +528,14 @@ func TestLog(t *testing.T) {
 				`time="2026-11-23T03:58:30Z" level=warn msg="skip level=fatal"`+"\n", 0o640)
 		}, OK, "no errors in the last 24 hours"},
 		{"a directory", func(h *host) { h.mkdir(h.opt.LogFile) }, Fail, "is not a regular file"},
+		// What the hook refuses to write (hooklog.OpenFile), doctor says.
+		{"a symlink", func(h *host) {
+			h.write(filepath.Join(h.dir, "elsewhere"), "", 0o640)
+			if err := os.Symlink(filepath.Join(h.dir, "elsewhere"), h.opt.LogFile); err != nil {
+				t.Fatal(err)
+			}
+		}, Fail, "is a symlink: the hook does not write its log through a link"},
+		{"writable by group", func(h *host) { h.write(h.opt.LogFile, "", 0o660) }, Fail, "is writable by group or others (mode 0660)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hooklog"
 )
 
 // logTail is how much of the log's end is read for recent errors.
@@ -22,7 +24,7 @@ func checkLog(o Options, r *Report) {
 		return
 	}
 	p := o.LogFile
-	fi, err := os.Stat(p)
+	fi, err := os.Lstat(p)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		dir := filepath.Dir(p)
@@ -35,18 +37,25 @@ func checkLog(o Options, r *Report) {
 	case err != nil:
 		r.add("log", Fail, "", "stat %s: %v", p, err)
 		return
+	case fi.Mode()&fs.ModeSymlink != 0:
+		r.add("log", Fail, "sudo rm "+p, "%s is a symlink: the hook does not write its log through a link (it runs as root)", p)
+		return
 	case !fi.Mode().IsRegular():
 		r.add("log", Fail, "", "%s is not a regular file: point log_file in the config at a file", p)
 		return
 	}
 	// The hook runs as root; as another user only the mode bits can tell.
 	if *o.Euid == 0 {
-		f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+		// Opened as the hook opens it, refused for what the hook refuses.
+		f, err := hooklog.OpenFile(p)
 		if err != nil {
-			r.add("log", Fail, "", "%s does not open for writing as root: %v: the hook cannot log", p, err)
+			r.add("log", Fail, "", "%v: the hook cannot log", err)
 			return
 		}
 		f.Close()
+	} else if fi.Mode().Perm()&0o022 != 0 {
+		r.add("log", Fail, "sudo chmod go-w "+p, "%s is writable by group or others (mode %04o): the hook does not write it", p, fi.Mode().Perm())
+		return
 	} else if fi.Mode().Perm()&0o200 == 0 {
 		r.add("log", Fail, "sudo chmod u+w "+p, "%s is not writable by its owner: the hook cannot log", p)
 		return
