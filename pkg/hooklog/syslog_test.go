@@ -2,43 +2,23 @@ package hooklog
 
 import (
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 )
 
-// syslogd listens like /dev/log in a temporary directory and returns its
-// path and a function that takes the messages received so far.
+// syslogd listens like /dev/log in a new temporary directory every user
+// may enter (fixture.Syslogd).
 func syslogd(t *testing.T) (string, func() []string) {
 	t.Helper()
-	path := filepath.Join(reachable(t), "log")
-	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(path, 0o666); err != nil { // as /dev/log is
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return path, func() []string {
-		var got []string
-		buf := make([]byte, 64<<10)
-		for {
-			c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-			n, err := c.Read(buf)
-			if err != nil {
-				return got
-			}
-			got = append(got, string(buf[:n]))
-		}
-	}
+	return fixture.Syslogd(t, reachable(t))
 }
 
 // TestSyslog: one datagram per entry up to the level, with the daemon
@@ -170,10 +150,6 @@ func asFsuid(t *testing.T, uid int, fn func()) {
 func reachable(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fixture.OpenToAll(t, dir)
 	return dir
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 )
 
 func TestParse(t *testing.T) {
@@ -281,11 +283,7 @@ func runChild(t *testing.T, bin string, paths []string, size int) map[string]chi
 func reachableDir(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
-	for d := dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fixture.OpenToAll(t, dir)
 	return dir
 }
 

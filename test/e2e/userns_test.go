@@ -3,12 +3,10 @@ package e2e
 import (
 	"encoding/json"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -43,7 +41,7 @@ func TestUserNamespace(t *testing.T) {
 				userns: true,
 				prepare: func(t *testing.T, rootfs string) {
 					// The mapped root (host uid 100000) must reach the bundle.
-					openToAll(t, filepath.Dir(rootfs))
+					fixture.OpenToAll(t, filepath.Dir(rootfs))
 				},
 				checks: []check{{"dxg", "fsprobe open-rw /dev/dxg"}, {"lib", "ls /usr/lib/wsl/lib/libdxcore.so"}},
 			}
@@ -90,8 +88,8 @@ func TestCDIUserNamespace(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			shared := t.TempDir()
-			openToAll(t, shared)
-			sock, received := syslogd(t, shared)
+			fixture.OpenToAll(t, shared)
+			sock, received := fixture.Syslogd(t, shared)
 			o := runBox(t, box{
 				image: imageDebian,
 				// runc binds the host's /dev/dxg into a user namespace: the
@@ -105,7 +103,7 @@ func TestCDIUserNamespace(t *testing.T) {
 				prepare: func(t *testing.T, rootfs string) {
 					// The mapped root reaches the root filesystem, not
 					// config.json, and owns the image, as engines remap it.
-					openToAll(t, filepath.Dir(rootfs))
+					fixture.OpenToAll(t, filepath.Dir(rootfs))
 					remapImage(t, rootfs)
 				},
 				checks: []check{{"uidmap", "head -n1 /proc/self/uid_map"}, {"dxg", "fsprobe open-rw /dev/dxg"},
@@ -141,18 +139,6 @@ func TestCDIUserNamespace(t *testing.T) {
 	}
 }
 
-// openToAll lets every user enter dir and the directories above it (up to
-// / or the temporary directory, which are): the container's root, a host
-// uid of the namespace's, must reach what the hook reads there.
-func openToAll(t *testing.T, dir string) {
-	t.Helper()
-	for d := dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // remapImage gives the image to the container's root (host uid 100000),
 // as engines remap it for a user namespace.
 func remapImage(t *testing.T, rootfs string) {
@@ -185,7 +171,7 @@ func TestUserNamespaceWarmStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	shared := t.TempDir()
-	openToAll(t, shared)
+	fixture.OpenToAll(t, shared)
 	sysfs, cache, dev := filepath.Join(shared, "sys"), filepath.Join(shared, "cache"), filepath.Join(shared, "dev")
 	for _, d := range []string{cache, dev} {
 		if err := os.Mkdir(d, 0o755); err != nil {
@@ -195,7 +181,7 @@ func TestUserNamespaceWarmStart(t *testing.T) {
 	if err := fixture.SysfsDevices(sysfs, p, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	sock, received := syslogd(t, shared)
+	sock, received := fixture.Syslogd(t, shared)
 	nvFolder := folder(t, profile, simhost.FolderNVIDIA).Folder
 	start := func(t *testing.T, userns bool) (*outcome, simReport, []string) {
 		t.Helper()
@@ -205,7 +191,7 @@ func TestUserNamespaceWarmStart(t *testing.T) {
 			cdi:    []string{"nvidia.com/gpu=all"},
 			userns: userns, probeCache: cache, sysfs: sysfs, devDir: dev, syslog: sock,
 			prepare: func(t *testing.T, rootfs string) {
-				openToAll(t, filepath.Dir(rootfs))
+				fixture.OpenToAll(t, filepath.Dir(rootfs))
 				if userns {
 					remapImage(t, rootfs)
 				}
@@ -289,32 +275,4 @@ func TestUserNamespaceWarmStart(t *testing.T) {
 		_, r, _ := start(t, true)
 		warm(t, r)
 	})
-}
-
-// syslogd listens as /dev/log does (mode 0666) in dir, which every user
-// may enter, and returns its path and a function that takes the messages
-// received since the last call.
-func syslogd(t *testing.T, dir string) (string, func() []string) {
-	t.Helper()
-	path := filepath.Join(dir, "log")
-	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	if err := os.Chmod(path, 0o666); err != nil {
-		t.Fatal(err)
-	}
-	return path, func() []string {
-		var got []string
-		buf := make([]byte, 64<<10)
-		for {
-			c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-			n, err := c.Read(buf)
-			if err != nil {
-				return got
-			}
-			got = append(got, string(buf[:n]))
-		}
-	}
 }
