@@ -2,10 +2,8 @@ package nstrust
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -56,15 +54,7 @@ func BenchmarkReadFile(b *testing.B) {
 		size int
 	}{{"user namespace, 65534 unmapped", 1000}, {"user namespace, 65534 mapped", 65536}} {
 		b.Run(m.name, func(b *testing.B) {
-			cmd := exec.Command(bin, "-test.run=^$", "-test.bench=^BenchmarkReadFileChild$", "-test.count=1", "-test.benchtime="+benchtime())
-			cmd.Dir = "/"
-			cmd.Env = append(os.Environ(), envBenchFile+"="+file)
-			cmd.SysProcAttr = &syscall.SysProcAttr{
-				Cloneflags:  syscall.CLONE_NEWUSER,
-				UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 100000, Size: m.size}},
-				GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 100000, Size: m.size}},
-				Credential:  &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
-			}
+			cmd := inNamespace(bin, m.size, envBenchFile+"="+file, "-test.run=^$", "-test.bench=^BenchmarkReadFileChild$", "-test.count=1", "-test.benchtime="+benchtime())
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				b.Fatalf("child: %v\n%s", err, out)

@@ -252,15 +252,7 @@ func TestReadFile(t *testing.T) {
 func runChild(t *testing.T, bin string, paths []string, size int) map[string]childResult {
 	t.Helper()
 	env, _ := json.Marshal(paths)
-	cmd := exec.Command(bin, "-test.run=^TestReadFileChild$", "-test.count=1", "-test.v")
-	cmd.Dir = "/"
-	cmd.Env = append(os.Environ(), envChild+"="+string(env))
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:  syscall.CLONE_NEWUSER,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 100000, Size: size}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 100000, Size: size}},
-		Credential:  &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
-	}
+	cmd := inNamespace(bin, size, envChild+"="+string(env), "-test.run=^TestReadFileChild$", "-test.count=1", "-test.v")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
@@ -276,6 +268,22 @@ func runChild(t *testing.T, bin string, paths []string, size int) map[string]chi
 	}
 	t.Fatalf("child said nothing:\n%s", out)
 	return nil
+}
+
+// inNamespace is the test binary bin run with args in a new user
+// namespace mapping size ids from uid 0 to host uid 100000, as its uid 0,
+// with env added to the environment.
+func inNamespace(bin string, size int, env string, args ...string) *exec.Cmd {
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = "/"
+	cmd.Env = append(os.Environ(), env)
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 100000, Size: size}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 100000, Size: size}},
+		Credential:  &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
+	}
+	return cmd
 }
 
 // reachableDir is a new temporary directory, root's, that every user may
