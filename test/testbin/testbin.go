@@ -1,6 +1,6 @@
 // Package testbin builds the project's binaries for the tests that run
-// them (test/e2e, test/engines): the static hook and the dxgsim simulator,
-// from the main module wherever the calling test's module is.
+// them (test/e2e, test/engines): the static hook, the dxgsim simulator and
+// stepkill, from the main module wherever the calling test's module is.
 package testbin
 
 import (
@@ -49,6 +49,12 @@ func Hook(dir string) (string, error) {
 // Dxgsim builds the simulator at dir/dxgsim.
 func Dxgsim(dir string) (string, error) {
 	return Build(dir, "dxgsim", "./test/dxgsim", false)
+}
+
+// Stepkill builds test/stepkill, static (it runs as a container's hook),
+// at dir/stepkill.
+func Stepkill(dir string) (string, error) {
+	return Build(dir, "stepkill", "./test/stepkill", true)
 }
 
 // Build builds pkg, a path relative to the main module's root, at
