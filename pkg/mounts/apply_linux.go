@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hooklog"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
@@ -518,9 +519,10 @@ func (a *applier) onUndo(dir int, base string) {
 }
 
 // writeFile replaces target with what content returns for its current
-// content (nil when absent), atomically through a temporary file in the same
-// directory, so the image never sees a half-written loader cache. A symlink
-// at target is replaced, never followed.
+// content (nil when absent), atomically (package atomicfile), so the image
+// never sees a half-written loader cache and a start killed meanwhile
+// leaves nothing in the next one's way. A symlink at target is replaced,
+// never followed.
 func (a *applier) writeFile(target string, content func(old []byte) ([]byte, error)) (Op, error) {
 	dfd, base, err := a.parent(target)
 	if err != nil {
@@ -541,54 +543,17 @@ func (a *applier) writeFile(target string, content func(old []byte) ([]byte, err
 		a.log.Infof("keep %s: already up to date", target)
 		return "", nil
 	}
-	tmp := "." + base + ".wsl-gpu-hook." + strconv.Itoa(os.Getpid())
-	fd, err := unix.Openat(dfd, tmp, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return OpCreate, err
-	}
-	werr := writeAll(fd, data)
-	if werr == nil {
-		// umask may have cleared bits; readers in the container need 0644.
-		werr = unix.Fchmod(fd, 0o644)
-	}
-	if cerr := unix.Close(fd); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = unix.Renameat(dfd, tmp, dfd, base)
-	}
-	if werr != nil {
-		unix.Unlinkat(dfd, tmp, 0)
-		return OpWrite, werr
+	if err := atomicfile.WriteAt(dfd, base, data, 0o644); err != nil {
+		return OpWrite, err
 	}
 	// dfd is one of a.dirs, open until the undo actions ran.
 	a.undo = append(a.undo, func() error {
 		if !existed {
 			return unix.Unlinkat(dfd, base, 0)
 		}
-		fd, err := unix.Openat(dfd, base, unix.O_WRONLY|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		return writeAll(fd, old)
+		return atomicfile.WriteAt(dfd, base, old, 0o644)
 	})
 	return "", nil
-}
-
-// writeAll writes data to fd whole.
-func writeAll(fd int, data []byte) error {
-	for len(data) > 0 {
-		n, err := unix.Write(fd, data)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		data = data[n:]
-	}
-	return nil
 }
 
 // readRegular returns the content of base in dfd when it is a regular file.

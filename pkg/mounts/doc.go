@@ -20,7 +20,10 @@
 // right node; an image's own /usr/bin/nvidia-smi is left alone.
 //
 // A failing Apply undoes what it did before returning: mounts are detached
-// and files it wrote are restored, so a container never half-works. Its
+// and files it wrote are restored, so a container never half-works. Files
+// are written through package atomicfile, so an Apply killed at any point
+// (an OOM kill, a runtime's timeout) leaves nothing that makes the next
+// start of the container fail. Its
 // error is an *Error whose fields (Kind, Op, Source, Target, Errno) say what
 // failed; Advise adds what the user should do, chosen from those fields.
 package mounts

@@ -32,7 +32,6 @@ const (
 	OpMoveMount    Op = "move_mount"
 	OpReadExisting Op = "read existing"
 	OpBuildContent Op = "build content"
-	OpCreate       Op = "create"
 	OpWrite        Op = "write"
 	OpSymlink      Op = "symlink"
 	OpPlan         Op = "plan"

@@ -3,6 +3,7 @@ package mounts
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"testing"
 
@@ -28,8 +29,8 @@ func TestAdvise(t *testing.T) {
 		want    string // the whole message
 		wantErr error  // still matched by errors.Is
 	}{
-		{name: "read-only rootfs", err: newError(file, OpCreate, unix.EROFS),
-			want: "file /etc/ld.so.conf.d/wsl-gpu-hook.conf: create: read-only file system: " + readOnly, wantErr: unix.EROFS},
+		{name: "read-only rootfs", err: newError(file, OpWrite, &fs.PathError{Op: "create", Path: "wsl-gpu-hook.conf", Err: unix.EROFS}),
+			want: "file /etc/ld.so.conf.d/wsl-gpu-hook.conf: write: create wsl-gpu-hook.conf: read-only file system: " + readOnly, wantErr: unix.EROFS},
 		{name: "read-only while resolving the parent", err: newError(file, OpResolveParent, pathErr(unix.EROFS)),
 			want: "file /etc/ld.so.conf.d/wsl-gpu-hook.conf: mkdir parent: mkdirat usr: read-only file system: " + readOnly},
 		{name: "full", err: newError(file, OpWrite, unix.ENOSPC),
