@@ -106,6 +106,15 @@ type box struct {
 	devDir string
 	// syslog is the hook's log_syslog; "" keeps the default, /dev/log.
 	syslog string
+	// wrapHooks, when set, replaces each createContainer hook once the
+	// spec is complete (CDI devices injected): a hook run another way
+	// than runc runs it, or under test/stepkill. dir is the run's work
+	// dir.
+	wrapHooks func(t *testing.T, h specs.Hook, dir string) specs.Hook
+	// restart starts the container of an earlier run again, as docker
+	// restart does: the same work dir, bundle, root file system as that
+	// run left it, and id. Nothing is extracted or prepared again.
+	restart *outcome
 }
 
 // simulation is how dxgsim wraps runc.
@@ -166,18 +175,23 @@ func runBox(t *testing.T, b box) *outcome {
 	h := env(t)
 	o := &outcome{checks: map[string]checkResult{}}
 
-	dir, err := os.MkdirTemp(h.tmp, "c-")
-	if err != nil {
-		t.Fatal(err)
+	dir := ""
+	if b.restart != nil {
+		dir = b.restart.dir // removed with the first run's test
+	} else {
+		var err error
+		if dir, err = os.MkdirTemp(h.tmp, "c-"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if h.keep == "1" || h.keep == "failed" && t.Failed() {
+				t.Logf("kept work dir %s", dir)
+				return
+			}
+			removeWorkDir(t, dir)
+		})
 	}
 	o.dir = dir
-	t.Cleanup(func() {
-		if h.keep == "1" || h.keep == "failed" && t.Failed() {
-			t.Logf("kept work dir %s", dir)
-			return
-		}
-		removeWorkDir(t, dir)
-	})
 	id := "wsl-gpu-hook-e2e-" + strings.TrimPrefix(filepath.Base(dir), "c-")
 	bundle := filepath.Join(dir, "bundle")
 	o.rootfs = filepath.Join(bundle, "rootfs")
@@ -191,30 +205,15 @@ func runBox(t *testing.T, b box) *outcome {
 	if b.sim != nil {
 		need(t, "build dxgsim", h.dxgsim)
 		o.fixture = h.needFixture(t, b.sim.profile)
-		if b.sim.breakHost != nil {
+		switch {
+		case b.sim.breakHost != nil && b.restart != nil:
+			o.fixture = b.restart.fixture // the broken copy it made
+		case b.sim.breakHost != nil:
 			o.fixture = brokenCopy(t, o.fixture, filepath.Join(dir, "host"), b.sim.breakHost)
 		}
 	}
-	probes := h.needProbes(t)
-	image := need(t, "image "+b.image, h.images[b.image])
-	if err := extractImage(image, o.rootfs); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []string{probes.cudaprobe, probes.fsprobe, probes.rocprobe} {
-		if err := copyFile(p, filepath.Join(o.rootfs, "usr/local/bin", filepath.Base(p)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if b.withHookBinary {
-		// wsl-gpu-ctl too: the hook hands info to the one beside it.
-		for _, name := range []string{"wsl-gpu-hook", "wsl-gpu-ctl"} {
-			if err := copyFile(filepath.Join(filepath.Dir(hookBin), name), filepath.Join(o.rootfs, "usr/local/bin", name), 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if b.prepare != nil {
-		b.prepare(t, o.rootfs)
+	if b.restart == nil {
+		makeRootfs(t, h, b, hookBin, o.rootfs)
 	}
 
 	devDir := filepath.Join(dir, "dev")
@@ -244,6 +243,11 @@ func runBox(t *testing.T, b box) *outcome {
 	spec := buildSpec(t, b, h, hookBin, cfgPath, id)
 	if len(b.cdi) > 0 {
 		injectCDI(t, h, b, spec, hookBin, cfgPath, dir)
+	}
+	if b.wrapHooks != nil && spec.Hooks != nil {
+		for i, hk := range spec.Hooks.CreateContainer {
+			spec.Hooks.CreateContainer[i] = b.wrapHooks(t, hk, dir)
+		}
 	}
 	data, err := json.MarshalIndent(spec, "", "\t")
 	if err != nil {
@@ -321,6 +325,33 @@ func runBox(t *testing.T, b box) *outcome {
 		}
 	}
 	return o
+}
+
+// makeRootfs extracts b's image at rootfs, adds the probes (and the hook,
+// when b wants it) and lets b prepare it.
+func makeRootfs(t *testing.T, h *harness, b box, hookBin, rootfs string) {
+	t.Helper()
+	probes := h.needProbes(t)
+	image := need(t, "image "+b.image, h.images[b.image])
+	if err := extractImage(image, rootfs); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{probes.cudaprobe, probes.fsprobe, probes.rocprobe} {
+		if err := copyFile(p, filepath.Join(rootfs, "usr/local/bin", filepath.Base(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b.withHookBinary {
+		// wsl-gpu-ctl too: the hook hands info to the one beside it.
+		for _, name := range []string{"wsl-gpu-hook", "wsl-gpu-ctl"} {
+			if err := copyFile(filepath.Join(filepath.Dir(hookBin), name), filepath.Join(rootfs, "usr/local/bin", name), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if b.prepare != nil {
+		b.prepare(t, rootfs)
+	}
 }
 
 func buildSpec(t *testing.T, b box, h *harness, hookBin, cfgPath, id string) *specs.Spec {

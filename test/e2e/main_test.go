@@ -32,6 +32,7 @@ type harness struct {
 
 	hook     func() (string, error) // static wsl-gpu-hook binary
 	dxgsim   func() (string, error) // simulator binary
+	stepkill func() (string, error) // test/stepkill, static
 	probes   func() (probeSet, error)
 	runcSpec func() ([]byte, error) // `runc spec` output, the bundle template
 	images   map[string]func() (string, error)
@@ -121,6 +122,9 @@ func newHarness() (*harness, error) {
 	})
 	h.dxgsim = sync.OnceValues(func() (string, error) {
 		return testbin.Dxgsim(bin)
+	})
+	h.stepkill = sync.OnceValues(func() (string, error) {
+		return testbin.Stepkill(bin)
 	})
 	h.probes = sync.OnceValues(func() (probeSet, error) {
 		return buildProbes(filepath.Join(h.repo, "test/e2e/testdata"), filepath.Join(h.repo, "hack"), bin)
