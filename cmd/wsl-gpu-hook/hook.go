@@ -33,6 +33,7 @@ func runJob(cfg config.Config, name string, stderr io.Writer, entry func() (*hoo
 	job, err := entry()
 	if err == nil {
 		err = job.Run(cfg, log)
+		job.Close()
 	}
 	if err != nil {
 		log.Errorf("%v", err)

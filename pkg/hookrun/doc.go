@@ -9,9 +9,11 @@
 //     request;
 //   - [CDI], for the createContainer hook each CDI device of ours carries:
 //     the state, the device's selections (its arguments) and the working
-//     directory, which is the container's root filesystem. It never reads
-//     config.json, which a container's own user namespace may not read
-//     (but for specs written before selections were arguments).
+//     directory (or crun's state root), taken for the container's root
+//     filesystem only once package hookroot proved it is, and held open
+//     as a descriptor the steps go through. It never reads config.json,
+//     which a container's own user namespace may not read (but for specs
+//     written before selections were arguments).
 //
 // The tail, [Job.Run], is the same for both: probe the host, resolve the
 // request against its adapters, decide (package gpuplan), log the plan,

@@ -6,13 +6,12 @@ import (
 	"io"
 	"io/fs"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiselect"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hookroot"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
 )
@@ -20,7 +19,12 @@ import (
 // Job is one hook run, as its entry read it.
 type Job struct {
 	Bundle string
+	// Rootfs names the container's root filesystem: where the steps go,
+	// unless Root is set, and in the log.
 	Rootfs string
+	// Root, when set, is the root filesystem the entry proved and holds
+	// open: the steps go through its descriptor, never through Rootfs.
+	Root *hookroot.Root
 	// Spec is what the hook read of config.json: empty for a CDI device's
 	// hook, which reads none.
 	Spec *oci.Spec
@@ -83,26 +87,32 @@ func OCI(stage gpuplan.Stage, cfg config.Config, stdin io.Reader) (*Job, error) 
 // the node, the lib dir mount and the device rule, and set the device's
 // variables; selections, the hook's arguments (pkg/cdiselect), say which
 // adapters' current driver folders to mount. The container's root
-// filesystem is the state's or the working directory (oci.State.HookRoot).
+// filesystem is the state's or the working directory, taken only once
+// package hookroot proved it the container's, and held open from then on.
 // A spec written before the selections were arguments runs it with none:
-// the selections are then the container's environment, from config.json.
+// the selections are then the container's environment, and the root
+// filesystem root.path, from config.json.
 func CDI(stdin io.Reader, selections []string) (*Job, error) {
+	return cdi(stdin, selections, hookroot.Open)
+}
+
+// opener is hookroot.Open, or a test's stand-in.
+type opener func(path string, src hookroot.Source, bundle string) (*hookroot.Root, error)
+
+func cdi(stdin io.Reader, selections []string, open opener) (*Job, error) {
 	st, err := oci.ReadState(stdin)
 	if err != nil {
 		return nil, err
 	}
 	j := &Job{Bundle: st.Bundle, Spec: &oci.Spec{}}
 	var sel cdiselect.Union
+	root, src := ".", hookroot.WorkingDir
 	if len(selections) > 0 {
 		if sel, err = cdiselect.FromArgs(selections); err != nil {
 			return nil, err
 		}
-		cwd, err := unix.Getwd()
-		if err != nil {
-			return nil, fmt.Errorf("find the container's root filesystem: %w", err)
-		}
-		if j.Rootfs, err = st.HookRoot(cwd); err != nil {
-			return nil, err
+		if p, ok := st.RootPath(); ok {
+			root, src = p, hookroot.StateRoot
 		}
 	} else {
 		if j.Spec, err = oci.LoadSpec(st.Bundle); err != nil {
@@ -111,9 +121,10 @@ func CDI(stdin io.Reader, selections []string) (*Job, error) {
 			}
 			return nil, err
 		}
-		if j.Rootfs, err = j.Spec.RootPath(st.Bundle); err != nil {
+		if root, err = j.Spec.RootPath(st.Bundle); err != nil {
 			return nil, err
 		}
+		src = hookroot.ConfigRoot
 		var env []string
 		if j.Spec.Process != nil {
 			env = j.Spec.Process.Env
@@ -127,6 +138,17 @@ func CDI(stdin io.Reader, selections []string) (*Job, error) {
 	j.Resolve = sel.ToSelection
 	if len(sel.Selections) == 0 {
 		j.Done = "no CDI device of ours selects an adapter: nothing to do"
+		return j, nil
 	}
+	if j.Root, err = open(root, src, st.Bundle); err != nil {
+		return nil, err
+	}
+	j.Rootfs = j.Root.Path
 	return j, nil
+}
+
+// Close releases what the entry holds open: the root filesystem's
+// descriptor, when it opened one.
+func (j *Job) Close() error {
+	return j.Root.Close()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hooklog"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hookroot"
 )
 
 // bundle writes a bundle whose config.json has spec's members and returns
@@ -73,9 +75,27 @@ func TestOCI(t *testing.T) {
 	}
 }
 
+// opened is what an entry asked hookroot to open.
+type opened struct {
+	path   string
+	src    hookroot.Source
+	bundle string
+}
+
+// fakeOpen stands in for hookroot.Open, which takes only a root
+// filesystem a runtime prepared (TestCDIRefusesForeignRoots runs the real
+// one): it records what it was asked and takes it.
+func fakeOpen(got *[]opened) opener {
+	return func(path string, src hookroot.Source, bundle string) (*hookroot.Root, error) {
+		*got = append(*got, opened{path, src, bundle})
+		return &hookroot.Root{FD: -1, Path: "/proven"}, nil
+	}
+}
+
 // TestCDI: the CDI device's hook reads its selections from its arguments
-// and its root from the working directory (runc's fchdir), never
-// config.json; an old spec's hook (no arguments) reads the environment.
+// and has hookroot prove its root filesystem: crun's state root, else the
+// working directory (runc's fchdir); it never reads config.json. An old
+// spec's hook (no arguments) reads the environment and root.path there.
 func TestCDI(t *testing.T) {
 	inv := []driverstore.Adapter{
 		{Adapter: dxcore.Adapter{Index: 0}, Vendor: driverstore.Intel},
@@ -86,45 +106,58 @@ func TestCDI(t *testing.T) {
 		dir, st := bundle(t, "")
 		os.Remove(filepath.Join(dir, "config.json"))
 		os.Mkdir(filepath.Join(dir, "config.json"), 0o700)
-		t.Chdir(filepath.Join(dir, "rootfs"))
-		j, err := CDI(strings.NewReader(st), []string{"vendor:nvidia"})
+		var got []opened
+		j, err := cdi(strings.NewReader(st), []string{"vendor:nvidia"}, fakeOpen(&got))
 		if err != nil {
 			t.Fatal(err)
 		}
 		c := j.Container
-		if j.Done != "" || !c.Injected || c.Stage != gpuplan.CreateContainer || c.EntersMountNS() || c.Cgroup() != gpuplan.CgroupNone || j.Details || j.Rootfs != filepath.Join(dir, "rootfs") {
+		if j.Done != "" || !c.Injected || c.Stage != gpuplan.CreateContainer || c.EntersMountNS() || c.Cgroup() != gpuplan.CgroupNone || j.Details || j.Rootfs != "/proven" || j.Root == nil {
 			t.Errorf("job %+v", j)
+		}
+		if want := []opened{{".", hookroot.WorkingDir, dir}}; !slices.Equal(got, want) {
+			t.Errorf("opened %+v, want %+v", got, want)
 		}
 		req, err := j.Resolve(inv)
 		if err != nil || len(req.Selectors) != 1 || req.Selectors[0].Index != 1 {
 			t.Errorf("vendor:nvidia resolves to %+v, %v; want adapter 1", req, err)
 		}
 	})
-	t.Run("run in the bundle", func(t *testing.T) {
+	t.Run("crun's state root", func(t *testing.T) {
 		dir, st := bundle(t, "")
-		t.Chdir(dir)
-		if _, err := CDI(strings.NewReader(st), []string{"all"}); err == nil || !strings.Contains(err.Error(), "cannot tell the container's root filesystem") {
-			t.Errorf("err = %v", err)
+		var got []opened
+		st = strings.TrimSuffix(st, "}") + `,"root":"rootfs"}`
+		if _, err := cdi(strings.NewReader(st), []string{"all"}, fakeOpen(&got)); err != nil {
+			t.Fatal(err)
+		}
+		if want := []opened{{filepath.Join(dir, "rootfs"), hookroot.StateRoot, dir}}; !slices.Equal(got, want) {
+			t.Errorf("opened %+v, want %+v", got, want)
 		}
 	})
 	t.Run("bad selection", func(t *testing.T) {
 		_, st := bundle(t, "")
-		if _, err := CDI(strings.NewReader(st), []string{"vendor:"}); err == nil {
-			t.Error("accepted")
+		var got []opened
+		if _, err := cdi(strings.NewReader(st), []string{"vendor:"}, fakeOpen(&got)); err == nil || len(got) > 0 {
+			t.Errorf("accepted, or opened %+v", got)
 		}
 	})
-	t.Run("an old spec: the environment", func(t *testing.T) {
-		_, st := bundle(t, `,"process":{"env":["WSL_GPU_CDI_NVIDIA_COM_GPU_ALL=vendor:nvidia"]}`+cdiSpec)
-		j, err := CDI(strings.NewReader(st), nil)
+	t.Run("an old spec: the environment and root.path", func(t *testing.T) {
+		dir, st := bundle(t, `,"process":{"env":["WSL_GPU_CDI_NVIDIA_COM_GPU_ALL=vendor:nvidia"]}`+cdiSpec)
+		var got []opened
+		j, err := cdi(strings.NewReader(st), nil, fakeOpen(&got))
 		if err != nil || j.Done != "" || !j.Container.Injected || !j.Container.RuntimeNode {
 			t.Fatalf("%+v, %v", j, err)
 		}
+		if want := []opened{{filepath.Join(dir, "rootfs"), hookroot.ConfigRoot, dir}}; !slices.Equal(got, want) {
+			t.Errorf("opened %+v, want %+v", got, want)
+		}
 	})
-	t.Run("no device of ours", func(t *testing.T) {
+	t.Run("no device of ours: nothing opened", func(t *testing.T) {
 		_, st := bundle(t, `,"process":{"env":["PATH=/bin"]}`)
-		j, err := CDI(strings.NewReader(st), nil)
-		if err != nil || j.Done != "no CDI device of ours selects an adapter: nothing to do" {
-			t.Fatalf("%+v, %v", j, err)
+		var got []opened
+		j, err := cdi(strings.NewReader(st), nil, fakeOpen(&got))
+		if err != nil || j.Done != "no CDI device of ours selects an adapter: nothing to do" || len(got) > 0 {
+			t.Fatalf("%+v, %v, opened %+v", j, err, got)
 		}
 	})
 }

@@ -108,9 +108,9 @@ func (j *Job) Run(cfg config.Config, log *hooklog.Logger) error {
 		}
 	}
 	if plan.EnterMountNS {
-		return nsenter.InMountNS(plan.Pid, func() error { return apply(j.Rootfs, plan.Steps, log) })
+		return nsenter.InMountNS(plan.Pid, func() error { return j.apply(plan.Steps, log) })
 	}
-	return apply(j.Rootfs, plan.Steps, log)
+	return j.apply(plan.Steps, log)
 }
 
 // HostOptions is how a hook probes the host: one short-lived process with
@@ -119,11 +119,19 @@ func HostOptions(cfg config.Config) gpuhost.Options {
 	return gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir, Ldcache: cfg.Ldcache == config.LdcacheBuiltin, ShortLived: true, CacheDir: cfg.ProbeCache, SonameCache: cfg.SonameCache, Sysfs: cfg.SysfsDir}
 }
 
-func apply(rootfs string, steps []mounts.Step, log *hooklog.Logger) error {
-	if err := mounts.Apply(rootfs, steps, log); err != nil {
+// apply carries the steps out in the root filesystem the entry holds
+// open, or else in the one at Rootfs, opened in the namespace apply runs in.
+func (j *Job) apply(steps []mounts.Step, log *hooklog.Logger) error {
+	var err error
+	if j.Root != nil {
+		err = mounts.ApplyAt(j.Root.FD, steps, log)
+	} else {
+		err = mounts.Apply(j.Rootfs, steps, log)
+	}
+	if err != nil {
 		return mounts.Advise(err)
 	}
-	log.Infof("GPU ready in %s", rootfs)
+	log.Infof("GPU ready in %s", j.Rootfs)
 	return nil
 }
 

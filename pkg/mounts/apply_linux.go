@@ -30,13 +30,20 @@ const maxCacheSize = 64 << 20
 // Apply carries out steps inside the root filesystem at rootfs. It must run
 // in the container's mount namespace (see nsenter). On error everything it
 // did is undone before it returns.
-func Apply(rootfs string, steps []Step, log *hooklog.Logger) (err error) {
+func Apply(rootfs string, steps []Step, log *hooklog.Logger) error {
 	root, err := unix.Open(rootfs, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open container rootfs: %w", &os.PathError{Op: "open", Path: rootfs, Err: err})
 	}
 	defer unix.Close(root)
+	return ApplyAt(root, steps, log)
+}
 
+// ApplyAt is Apply in the root filesystem open at root, a descriptor of
+// its directory (O_PATH will do) that the caller proved to be the
+// container's (package hookroot) and keeps: every step is resolved from
+// it, never from a path. It does not close root.
+func ApplyAt(root int, steps []Step, log *hooklog.Logger) (err error) {
 	a := &applier{root: root, log: log, dirs: map[string]int{}}
 	defer func() {
 		if err != nil {

@@ -147,28 +147,18 @@ func (s *Spec) RootPath(bundle string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
-// HookRoot is the container's root filesystem as a host path, for a
-// createContainer hook that does not read config.json: a hook in the
-// container's own user namespace runs as the container's root, which the
-// runtime's bundle does not admit. crun names the root in the state; runc
-// does not, but changes into the root filesystem right before it runs the
-// createContainer hooks (libcontainer/rootfs_linux.go, prepareRootfs), so
-// the hook's working directory, cwd, is it. A working directory of / or
-// the bundle means a runtime that did neither: guessing would mount into
-// the wrong tree, so that is an error.
-func (s *State) HookRoot(cwd string) (string, error) {
-	if s.Root != "" {
-		p := s.Root
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(s.Bundle, p)
-		}
-		return filepath.Clean(p), nil
+// RootPath is the root filesystem crun names in the state, as a host
+// path (root.path as config.json has it: absolute or relative to the
+// bundle), and whether it names one; runc names none.
+func (s *State) RootPath() (string, bool) {
+	if s.Root == "" {
+		return "", false
 	}
-	p := filepath.Clean(cwd)
-	if !filepath.IsAbs(cwd) || p == "/" || p == filepath.Clean(s.Bundle) {
-		return "", fmt.Errorf("cannot tell the container's root filesystem: the runtime named none in the state and ran the hook in %q, not in it: run the container with runc or crun", cwd)
+	p := s.Root
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(s.Bundle, p)
 	}
-	return p, nil
+	return filepath.Clean(p), true
 }
 
 // Env returns the value of the container environment variable name and

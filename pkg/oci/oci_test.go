@@ -38,34 +38,26 @@ func TestReadState(t *testing.T) {
 	}
 }
 
-// TestHookRoot: where a createContainer hook finds the root filesystem
-// without config.json: crun's state names it, runc runs the hook in it.
-func TestHookRoot(t *testing.T) {
+// TestStateRootPath: crun names the root filesystem in the state, as
+// config.json has it; runc names none (package hookroot then takes the
+// hook's working directory, and proves either).
+func TestStateRootPath(t *testing.T) {
 	tests := []struct {
-		name      string
-		root, cwd string
-		want      string // "" for an error
+		name, root string
+		want       string
+		ok         bool
 	}{
-		{name: "crun, absolute root", root: "/var/lib/c/merged", cwd: "/run/b", want: "/var/lib/c/merged"},
-		{name: "crun, root in the bundle", root: "rootfs/", cwd: "/", want: "/run/b/rootfs"},
-		{name: "runc: the working directory", cwd: "/var/lib/c/merged/", want: "/var/lib/c/merged"},
-		{name: "runtime that ran the hook in /", cwd: "/"},
-		{name: "runtime that ran the hook in the bundle", cwd: "/run/b/"},
-		{name: "no working directory", cwd: "(unreachable)/x"},
+		{name: "crun, absolute root", root: "/var/lib/c/merged/", want: "/var/lib/c/merged", ok: true},
+		{name: "crun, root in the bundle", root: "rootfs/", want: "/run/b/rootfs", ok: true},
+		{name: "crun, podman --rootfs /", root: "/", want: "/", ok: true},
+		{name: "runc: none"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st := State{Root: tt.root}
 			st.Bundle = "/run/b"
-			got, err := st.HookRoot(tt.cwd)
-			if tt.want == "" {
-				if err == nil || !strings.Contains(err.Error(), "run the container with runc or crun") {
-					t.Fatalf("HookRoot = %q, %v; want an error saying what to use", got, err)
-				}
-				return
-			}
-			if err != nil || got != tt.want {
-				t.Fatalf("HookRoot = %q, %v; want %q", got, err, tt.want)
+			if got, ok := st.RootPath(); got != tt.want || ok != tt.ok {
+				t.Fatalf("RootPath = %q, %v; want %q, %v", got, ok, tt.want, tt.ok)
 			}
 		})
 	}
