@@ -126,3 +126,22 @@ func TestCDIHookRoot(t *testing.T) {
 		})
 	}
 }
+
+// TestCDILegacyHookRoot: the hook of a spec from before selections were
+// arguments reads config.json, and takes its root.path for the root
+// filesystem once proved, as it proves the working directory: runc bound
+// it onto itself, so the container gets its GPU.
+func TestCDILegacyHookRoot(t *testing.T) {
+	env(t)
+	o := runBox(t, box{
+		image: imageDebian, sim: &simulation{profile: "nvidia-laptop"},
+		cdi: []string{"nvidia.com/gpu=all"}, cdiLegacyHook: true,
+		checks: []check{{"dxg", "fsprobe open-rw /dev/dxg"}, {"cuda", "cudaprobe"}},
+	})
+	o.started(t)
+	wantOutput(t, o, "dxg", "open-rw /dev/dxg: ok")
+	wantContains(t, o, "cuda", "cuInit(0) = 0")
+	if want := "GPU ready in " + o.rootfs; !strings.Contains(o.hookLog, want) {
+		t.Errorf("hook log lacks %q:\n%s", want, o.hookLog)
+	}
+}
