@@ -188,7 +188,9 @@ func BenchmarkReadInput(b *testing.B) {
 // by side: a spec of before #23 (no arguments: the selections from
 // config.json's environment, a Docker-sized config) and now (the
 // selection as the argument, the root filesystem from the working
-// directory, as runc runs the hook).
+// directory). Each runs as runc runs the hook: in a mount namespace where
+// the root filesystem is bound onto itself, its working directory, which
+// the entry proves the container's (package hookroot) and holds open.
 func BenchmarkReadInputCDI(b *testing.B) {
 	h := newBenchHost(b)
 	bundle := h.bundle(b)
@@ -204,18 +206,42 @@ func BenchmarkReadInputCDI(b *testing.B) {
 	data, err := json.Marshal(spec)
 	must(b, err)
 	must(b, os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644))
-	b.Chdir(filepath.Join(bundle, "rootfs"))
+	rootfs := filepath.Join(bundle, "rootfs")
 	st := state(bundle, 1)
 	for _, tt := range []struct {
 		name string
 		args []string
 	}{{"config.json", nil}, {"args", []string{"vendor:nvidia"}}} {
 		b.Run(tt.name, func(b *testing.B) {
-			for b.Loop() {
-				j, err := hookrun.CDI(strings.NewReader(st), tt.args)
-				if err != nil || j.Done != "" || j.Resolve == nil || j.Rootfs != filepath.Join(bundle, "rootfs") {
-					b.Fatalf("%+v, %v", j, err)
-				}
+			errc := make(chan error, 1)
+			go func() {
+				runtime.LockOSThread() // never unlocked: the namespace dies with the thread
+				errc <- func() error {
+					if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
+						return err
+					}
+					if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+						return err
+					}
+					if err := unix.Mount(rootfs, rootfs, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+						return err
+					}
+					if err := unix.Chdir(rootfs); err != nil {
+						return err
+					}
+					b.ResetTimer()
+					for range b.N {
+						j, err := hookrun.CDI(strings.NewReader(st), tt.args)
+						if err != nil || j.Done != "" || j.Resolve == nil || j.Rootfs != rootfs {
+							return fmt.Errorf("%+v, %v", j, err)
+						}
+						j.Close()
+					}
+					return nil
+				}()
+			}()
+			if err := <-errc; err != nil {
+				b.Fatal(err)
 			}
 		})
 	}
