@@ -107,6 +107,11 @@ func (w writer) write(dir int, name string, data []byte) error {
 	if noTmpfile(err) {
 		return w.writeNamed(dir, name, data)
 	}
+	if errors.Is(err, unix.EPERM) && removed(dir) {
+		// What O_TMPFILE says in a directory removed meanwhile; a named
+		// create there says ENOENT, which callers know.
+		err = unix.ENOENT
+	}
 	if err != nil {
 		return &fs.PathError{Op: "create", Path: name, Err: err}
 	}
@@ -206,6 +211,12 @@ func linkAt(fd, dir int, name string) error {
 // that predate it and read the flag as O_DIRECTORY.
 func noTmpfile(err error) bool {
 	return errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL)
+}
+
+// removed reports whether the directory open at dir has been removed.
+func removed(dir int) bool {
+	var st unix.Stat_t
+	return unix.Fstat(dir, &st) == nil && st.Nlink == 0
 }
 
 // tempName is a temporary name for name that no other writer picks: the

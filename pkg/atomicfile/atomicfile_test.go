@@ -127,6 +127,30 @@ func TestWriteAt(t *testing.T) {
 	}
 }
 
+// TestWriteAtInARemovedDirectory: a directory removed while the writer
+// holds it fails the write with ENOENT, with O_TMPFILE (whose open says
+// EPERM there) as without: the error callers tell users about.
+func TestWriteAtInARemovedDirectory(t *testing.T) {
+	for _, tmpfile := range []bool{true, false} {
+		dir := filepath.Join(t.TempDir(), "d")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		d, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(d)
+		if err := os.Remove(dir); err != nil {
+			t.Fatal(err)
+		}
+		err = writer{mode: 0o644, owner: Keep, tmpfile: tmpfile}.write(d, "f", []byte("x"))
+		if !errors.Is(err, unix.ENOENT) {
+			t.Errorf("O_TMPFILE %v: %v, want ENOENT", tmpfile, err)
+		}
+	}
+}
+
 func TestNoTmpfile(t *testing.T) {
 	for _, tt := range []struct {
 		err  error
