@@ -32,6 +32,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/privileged"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
 
@@ -213,34 +214,24 @@ func BenchmarkReadInputCDI(b *testing.B) {
 		args []string
 	}{{"config.json", nil}, {"args", []string{"vendor:nvidia"}}} {
 		b.Run(tt.name, func(b *testing.B) {
-			errc := make(chan error, 1)
-			go func() {
-				runtime.LockOSThread() // never unlocked: the namespace dies with the thread
-				errc <- func() error {
-					if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
-						return err
+			err := privileged.InPrivateMountNS(func() error {
+				if err := unix.Mount(rootfs, rootfs, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+					return err
+				}
+				if err := unix.Chdir(rootfs); err != nil {
+					return err
+				}
+				b.ResetTimer()
+				for range b.N {
+					j, err := hookrun.CDI(strings.NewReader(st), tt.args)
+					if err != nil || j.Done != "" || j.Resolve == nil || j.Rootfs != rootfs {
+						return fmt.Errorf("%+v, %v", j, err)
 					}
-					if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-						return err
-					}
-					if err := unix.Mount(rootfs, rootfs, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-						return err
-					}
-					if err := unix.Chdir(rootfs); err != nil {
-						return err
-					}
-					b.ResetTimer()
-					for range b.N {
-						j, err := hookrun.CDI(strings.NewReader(st), tt.args)
-						if err != nil || j.Done != "" || j.Resolve == nil || j.Rootfs != rootfs {
-							return fmt.Errorf("%+v, %v", j, err)
-						}
-						j.Close()
-					}
-					return nil
-				}()
-			}()
-			if err := <-errc; err != nil {
+					j.Close()
+				}
+				return nil
+			})
+			if err != nil {
 				b.Fatal(err)
 			}
 		})
@@ -310,23 +301,13 @@ func BenchmarkApply(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		errc := make(chan error, 1)
-		go func() {
-			runtime.LockOSThread() // never unlocked: the namespace dies with the thread
-			if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
-				errc <- err
-				return
-			}
-			if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-				errc <- err
-				return
-			}
+		err := privileged.InPrivateMountNS(func() error {
 			os.Remove(filepath.Join(in.Rootfs, "dev/dxg"))
 			b.StartTimer()
-			errc <- mounts.Apply(in.Rootfs, plan, log)
-			b.StopTimer()
-		}()
-		if err := <-errc; err != nil {
+			defer b.StopTimer()
+			return mounts.Apply(in.Rootfs, plan, log)
+		})
+		if err != nil {
 			b.Fatal(err)
 		}
 	}

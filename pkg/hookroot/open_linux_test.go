@@ -2,10 +2,10 @@ package hookroot
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -93,64 +93,38 @@ func TestOpenTakesARootBoundOntoItself(t *testing.T) {
 	if err := os.Mkdir(rootfs, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread leaves with its namespace
-		errc <- func() error {
-			if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
+	err := privileged.InPrivateMountNS(func() error {
+		var re *RefusedError
+		if _, err := Open(rootfs, StateRoot, bundle); !errors.As(err, &re) || re.Reason != NotMountRoot {
+			return fmt.Errorf("before the bind: %v, want reason NotMountRoot", err)
+		}
+		if err := unix.Mount(rootfs, rootfs, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return err
+		}
+		if err := unix.Chdir(rootfs); err != nil {
+			return err
+		}
+		for _, h := range []struct {
+			path string
+			src  Source
+		}{{".", WorkingDir}, {rootfs, StateRoot}, {rootfs, ConfigRoot}} {
+			r, err := Open(h.path, h.src, bundle)
+			if err != nil {
 				return err
 			}
-			if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-				return err
+			var a, b unix.Stat_t
+			unix.Fstat(r.FD, &a)
+			unix.Stat(rootfs, &b)
+			r.Close()
+			if a.Ino != b.Ino || r.Path != rootfs {
+				return fmt.Errorf("%s: the descriptor or the path (%s) is not the root filesystem's", h.src, r.Path)
 			}
-			var re *RefusedError
-			if _, err := Open(rootfs, StateRoot, bundle); !errors.As(err, &re) || re.Reason != NotMountRoot {
-				return errors.New("before the bind: taken, or refused for another reason: " + errString(err))
-			}
-			if err := unix.Mount(rootfs, rootfs, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-				return err
-			}
-			if err := unix.Chdir(rootfs); err != nil {
-				return err
-			}
-			for _, h := range []struct {
-				path string
-				src  Source
-			}{{".", WorkingDir}, {rootfs, StateRoot}, {"rootfs", ConfigRoot}} {
-				r, err := Open(h.path, h.src, bundle)
-				if h.src == ConfigRoot {
-					// Relative: resolved from the working directory, the
-					// root filesystem itself, where no rootfs is.
-					if err == nil {
-						r.Close()
-						return errors.New("a relative path opened from the wrong directory")
-					}
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				var a, b unix.Stat_t
-				unix.Fstat(r.FD, &a)
-				unix.Stat(rootfs, &b)
-				r.Close()
-				if a.Ino != b.Ino || r.Path != rootfs && h.src == WorkingDir {
-					return errors.New("the descriptor or the path is not the root filesystem's")
-				}
-			}
-			return nil
-		}()
-	}()
-	if err := <-errc; err != nil {
+		}
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-func errString(err error) string {
-	if err == nil {
-		return "nil"
-	}
-	return err.Error()
 }
 
 // openFDs counts this process's open descriptors.

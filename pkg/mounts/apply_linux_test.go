@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,21 +32,9 @@ func requireRoot(t *testing.T) {
 // nothing a test mounts can reach the host; the thread is discarded after.
 func inPrivateMountNS(t *testing.T, fn func()) {
 	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
-			t.Errorf("unshare: %v", err)
-			return
-		}
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-			t.Errorf("make / private: %v", err)
-			return
-		}
-		fn()
-	}()
-	<-done
+	if err := privileged.InPrivateMountNS(func() error { fn(); return nil }); err != nil {
+		t.Error(err)
+	}
 }
 
 // makeTree builds a tree from fixture.Tree's lines ("dir usr/lib",

@@ -3,6 +3,7 @@
 // listeners. They run only when asked, with WSL_GPU_HOOK_PRIVILEGED=1 (as
 // `make test` sets it) and as root, so `make unit` runs the same tests as
 // root as it does as any user, and touches nothing on the machine.
+// InPrivateMountNS keeps what such a test mounts off the machine.
 package privileged
 
 import (
