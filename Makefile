@@ -5,32 +5,49 @@ BIN     := bin
 LDFLAGS := -s -w -X main.version=$(VERSION)
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build tools setup demo test unit e2e lint bench bench-start fuzz clean deb deb-test engines k8s image
+.PHONY: all build build-all test-arm64 tools setup demo test unit e2e lint bench bench-start fuzz clean deb deb-test engines k8s image
 
 all: build
 
 ## build: the static binaries (no cgo): bin/wsl-gpu-hook (what engines run on every
 ## container start), bin/wsl-gpu-ctl (info, doctor, cdi, install) and the kubelet
 ## device plugin, bin/wsl-gpu-device-plugin, and the DRA driver, bin/wsl-gpu-dra-driver
-## (separate binaries: gRPC and the API client stay out of the hook)
+## (separate binaries: gRPC and the API client stay out of the hook).
+## GOARCH=amd64|arm64 picks the architecture (default: this machine's); every build
+## lands in $(BIN)/linux-$(GOARCH)/ (the path packages take), and this machine's
+## architecture is also linked at $(BIN)/<name>, where the tests and demos look.
+## build-all: both architectures.
+ARCHES   := amd64 arm64
+HOSTARCH := $(shell $(GO) env GOHOSTARCH)
+GOARCH   ?= $(HOSTARCH)
+CMDS     := wsl-gpu-hook wsl-gpu-ctl wsl-gpu-device-plugin wsl-gpu-dra-driver
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-hook ./cmd/wsl-gpu-hook
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-ctl ./cmd/wsl-gpu-ctl
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-device-plugin ./cmd/wsl-gpu-device-plugin
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wsl-gpu-dra-driver ./cmd/wsl-gpu-dra-driver
+	@case " $(ARCHES) " in *" $(GOARCH) "*) ;; *) echo "build: GOARCH=$(GOARCH) is not built: want one of $(ARCHES)" >&2; exit 1;; esac
+	for c in $(CMDS); do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/linux-$(GOARCH)/$$c ./cmd/$$c || exit 1; \
+		if [ "$(GOARCH)" = "$(HOSTARCH)" ]; then ln -f $(BIN)/linux-$(GOARCH)/$$c $(BIN)/$$c || exit 1; fi; \
+	done
+
+build-all:
+	for a in $(ARCHES); do $(MAKE) --no-print-directory build GOARCH=$$a || exit 1; done
 
 ## image: the device plugin's OCI image, $(BIN)/wsl-gpu-hook-image.tar, tagged $(IMAGE):
-## the three static binaries, no shell, USER 65532 (the chart runs the plugin as
-## root: the kubelet's plugin dir is root's). No registry, no network, no daemon
-## (hack/ociimage); `ctr -n k8s.io images import`, `podman load`, `docker load`
-## and `kind load image-archive` take the archive.
+## an image index with an amd64 and an arm64 image, each the four static binaries of
+## its architecture, no shell, USER 65532 (the chart runs the plugin as root: the
+## kubelet's plugin dir is root's). No registry, no network, no daemon (hack/ociimage);
+## `ctr -n k8s.io images import`, `podman load` and `kind load image-archive` take the
+## index and unpack the machine's own architecture; `docker load` without the
+## containerd image store reads only manifest.json, which names this machine's
+## architecture (listed first).
 IMAGE ?= localhost/wsl-gpu-hook:$(VERSION)
-image: build
+IMAGE_ARCHES := $(HOSTARCH) $(filter-out $(HOSTARCH),$(ARCHES))
+image: build-all
 	$(GO) run ./hack/ociimage --out $(BIN)/wsl-gpu-hook-image.tar --tag $(IMAGE) \
-		--add $(BIN)/wsl-gpu-device-plugin:/usr/bin/wsl-gpu-device-plugin:0755 \
-		--add $(BIN)/wsl-gpu-dra-driver:/usr/bin/wsl-gpu-dra-driver:0755 \
-		--add $(BIN)/wsl-gpu-ctl:/usr/bin/wsl-gpu-ctl:0755 \
-		--add $(BIN)/wsl-gpu-hook:/usr/bin/wsl-gpu-hook:0755 \
+		$(foreach a,$(IMAGE_ARCHES),--arch $(a)) \
+		--add '$(BIN)/linux-{arch}/wsl-gpu-device-plugin:/usr/bin/wsl-gpu-device-plugin:0755' \
+		--add '$(BIN)/linux-{arch}/wsl-gpu-dra-driver:/usr/bin/wsl-gpu-dra-driver:0755' \
+		--add '$(BIN)/linux-{arch}/wsl-gpu-ctl:/usr/bin/wsl-gpu-ctl:0755' \
+		--add '$(BIN)/linux-{arch}/wsl-gpu-hook:/usr/bin/wsl-gpu-hook:0755' \
 		--mkdir /tmp:1777 --entrypoint /usr/bin/wsl-gpu-device-plugin --user 65532:65532 --env PATH=/usr/bin \
 		--label org.opencontainers.image.title=wsl-gpu-hook \
 		--label "org.opencontainers.image.description=WSL2 GPU device plugin, CDI generator and OCI hook" \
@@ -38,7 +55,7 @@ image: build
 		--label org.opencontainers.image.revision=$$(git rev-parse HEAD 2>/dev/null || echo unknown) \
 		--label org.opencontainers.image.source=https://github.com/wsl-gpu-hook/wsl-gpu-hook \
 		--label org.opencontainers.image.licenses=Apache-2.0
-	@echo "image: $(BIN)/wsl-gpu-hook-image.tar ($(IMAGE))"
+	@echo "image: $(BIN)/wsl-gpu-hook-image.tar ($(IMAGE), $(IMAGE_ARCHES))"
 
 ## tools: the test-only simulator and fixture generator (never shipped)
 tools:

@@ -13,6 +13,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,10 +23,15 @@ import (
 
 // Media types of the OCI image spec.
 const (
+	mediaIndex    = "application/vnd.oci.image.index.v1+json"
 	mediaManifest = "application/vnd.oci.image.manifest.v1+json"
 	mediaConfig   = "application/vnd.oci.image.config.v1+json"
 	mediaLayer    = "application/vnd.oci.image.layer.v1.tar+gzip"
 )
+
+// archPlaceholder in a File's Src stands for the architecture whose image
+// is being written: bin/linux-{arch}/tool.
+const archPlaceholder = "{arch}"
 
 // epoch is every timestamp in the image: builds are reproducible.
 var epoch = time.Unix(0, 0).UTC()
@@ -43,7 +50,11 @@ type Dir struct {
 
 // Image is what goes into the archive.
 type Image struct {
-	Ref        string // NAME:TAG
+	Ref string // NAME:TAG
+	// Arches are the GOARCH names of the images written, the first the
+	// one Docker's manifest.json names; none means runtime.GOARCH. With
+	// more than one the archive holds an image index of them.
+	Arches     []string
 	Files      []File
 	Dir        string // a root tree, added before Files
 	Dirs       []Dir
@@ -81,15 +92,120 @@ func newBlob(data []byte) blob {
 
 func (b blob) path() string { return "blobs/sha256/" + strings.TrimPrefix(b.digest, "sha256:") }
 
-// Write writes the archive: OCI layout plus Docker's manifest.json.
+// descriptor is an OCI content descriptor of b.
+func (b blob) descriptor(mediaType string) map[string]any {
+	return map[string]any{"mediaType": mediaType, "digest": b.digest, "size": len(b.data)}
+}
+
+// platformImage is one architecture's image: its blobs and its manifest.
+type platformImage struct {
+	arch                    string
+	layer, config, manifest blob
+}
+
+// Write writes the archive: OCI layout plus Docker's manifest.json. With
+// one architecture index.json names its manifest, as before index support
+// was needed; with several it names an image index of them (one descriptor,
+// carrying the image's name), so containerd imports one image whose
+// platforms it picks from, and podman loads this machine's.
 func (img Image) Write(w io.Writer) error {
 	name, tag, ok := cutTag(img.Ref)
 	if !ok {
 		return fmt.Errorf("image reference %q has no tag: want NAME:TAG", img.Ref)
 	}
-	raw, err := img.layer()
+	arches := img.Arches
+	if len(arches) == 0 {
+		arches = []string{runtime.GOARCH}
+	}
+	var images []platformImage
+	for i, arch := range arches {
+		if !validArch(arch) || slices.Contains(arches[:i], arch) {
+			return fmt.Errorf("architecture %q: want distinct GOARCH names such as amd64, arm64", arch)
+		}
+		p, err := img.platform(arch)
+		if err != nil {
+			return fmt.Errorf("%s image: %w", arch, err)
+		}
+		images = append(images, p)
+	}
+	names := map[string]string{
+		"io.containerd.image.name":          img.Ref,
+		"org.opencontainers.image.ref.name": tag,
+	}
+	blobs := []blob{}
+	var manifests []map[string]any
+	for _, p := range images {
+		blobs = append(blobs, p.layer, p.config, p.manifest)
+		d := p.manifest.descriptor(mediaManifest)
+		d["platform"] = map[string]string{"architecture": p.arch, "os": "linux"}
+		manifests = append(manifests, d)
+	}
+	top := manifests[0]
+	if len(images) > 1 {
+		data, _ := json.Marshal(map[string]any{
+			"schemaVersion": 2,
+			"mediaType":     mediaIndex,
+			"manifests":     manifests,
+			"annotations":   img.Labels,
+		})
+		idx := newBlob(data)
+		blobs = append(blobs, idx)
+		top = idx.descriptor(mediaIndex)
+	}
+	top["annotations"] = names
+	index, _ := json.Marshal(map[string]any{
+		"schemaVersion": 2,
+		"mediaType":     mediaIndex,
+		"manifests":     []map[string]any{top},
+	})
+	// Docker's own archive format holds one image per tag: the first
+	// architecture's.
+	docker, _ := json.Marshal([]map[string]any{{
+		"Config": images[0].config.path(), "RepoTags": []string{name + ":" + tag}, "Layers": []string{images[0].layer.path()},
+	}})
+	tw := tar.NewWriter(w)
+	for _, d := range []string{"blobs/", "blobs/sha256/"} {
+		if err := tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755, ModTime: epoch}); err != nil {
+			return err
+		}
+	}
+	files := []archiveFile{{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)}}
+	written := map[string]bool{}
+	for _, b := range blobs {
+		// Architectures whose files are the same share their blobs.
+		if !written[b.digest] {
+			written[b.digest] = true
+			files = append(files, archiveFile{b.path(), b.data})
+		}
+	}
+	files = append(files, archiveFile{"index.json", index}, archiveFile{"manifest.json", docker})
+	for _, f := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(f.data)), ModTime: epoch}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+// archiveFile is one regular file of the archive.
+type archiveFile struct {
+	name string
+	data []byte
+}
+
+// validArch accepts GOARCH-shaped names: lower-case letters and digits.
+func validArch(a string) bool {
+	return a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyz0123456789") == ""
+}
+
+// platform builds arch's layer, config and manifest.
+func (img Image) platform(arch string) (platformImage, error) {
+	raw, err := img.layer(arch)
 	if err != nil {
-		return err
+		return platformImage{}, err
 	}
 	diff := sha256.Sum256(raw)
 	var gz bytes.Buffer
@@ -97,11 +213,11 @@ func (img Image) Write(w io.Writer) error {
 	zw.ModTime = epoch
 	zw.Write(raw)
 	if err := zw.Close(); err != nil {
-		return err
+		return platformImage{}, err
 	}
 	layer := newBlob(gz.Bytes())
-	cfg := map[string]any{
-		"architecture": "amd64",
+	cfgData, _ := json.Marshal(map[string]any{
+		"architecture": arch,
 		"os":           "linux",
 		"created":      epoch.Format(time.RFC3339),
 		"config": map[string]any{
@@ -111,54 +227,16 @@ func (img Image) Write(w io.Writer) error {
 			"Labels":     img.Labels,
 		},
 		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(diff[:])}},
-	}
-	cfgData, _ := json.Marshal(cfg)
+	})
 	config := newBlob(cfgData)
 	manData, _ := json.Marshal(map[string]any{
 		"schemaVersion": 2,
 		"mediaType":     mediaManifest,
-		"config":        map[string]any{"mediaType": mediaConfig, "digest": config.digest, "size": len(config.data)},
-		"layers":        []map[string]any{{"mediaType": mediaLayer, "digest": layer.digest, "size": len(layer.data)}},
+		"config":        config.descriptor(mediaConfig),
+		"layers":        []map[string]any{layer.descriptor(mediaLayer)},
 		"annotations":   img.Labels,
 	})
-	manifest := newBlob(manData)
-	index, _ := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"mediaType":     "application/vnd.oci.image.index.v1+json",
-		"manifests": []map[string]any{{
-			"mediaType": mediaManifest, "digest": manifest.digest, "size": len(manifest.data),
-			"platform": map[string]string{"architecture": "amd64", "os": "linux"},
-			"annotations": map[string]string{
-				"io.containerd.image.name":          img.Ref,
-				"org.opencontainers.image.ref.name": tag,
-			},
-		}},
-	})
-	docker, _ := json.Marshal([]map[string]any{{
-		"Config": config.path(), "RepoTags": []string{name + ":" + tag}, "Layers": []string{layer.path()},
-	}})
-	tw := tar.NewWriter(w)
-	for _, d := range []string{"blobs/", "blobs/sha256/"} {
-		if err := tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755, ModTime: epoch}); err != nil {
-			return err
-		}
-	}
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{
-		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
-		{layer.path(), layer.data}, {config.path(), config.data}, {manifest.path(), manifest.data},
-		{"index.json", index}, {"manifest.json", docker},
-	} {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(f.data)), ModTime: epoch}); err != nil {
-			return err
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			return err
-		}
-	}
-	return tw.Close()
+	return platformImage{arch: arch, layer: layer, config: config, manifest: newBlob(manData)}, nil
 }
 
 // cutTag splits NAME:TAG; a colon before the last slash is a registry port.
@@ -170,9 +248,10 @@ func cutTag(ref string) (name, tag string, ok bool) {
 	return ref[:i], ref[i+1:], true
 }
 
-// layer is the uncompressed layer tar: Dir's tree, then Files, with
+// layer is arch's uncompressed layer tar: Dir's tree, then Files (their
+// sources with {arch} replaced by arch), with
 // parent directories, everything owned by root at epoch.
-func (img Image) layer() ([]byte, error) {
+func (img Image) layer(arch string) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	dirs := map[string]bool{}
@@ -267,7 +346,7 @@ func (img Image) layer() ([]byte, error) {
 		}
 	}
 	for _, f := range img.Files {
-		if err := addFile(f.Src, f.Dst, f.Mode); err != nil {
+		if err := addFile(strings.ReplaceAll(f.Src, archPlaceholder, arch), f.Dst, f.Mode); err != nil {
 			return nil, err
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -85,7 +87,7 @@ func TestWriteIsALayoutAndADockerArchive(t *testing.T) {
 		}
 	}
 	json.Unmarshal(blob(man.Config.Digest), &cfg)
-	if cfg.Architecture != "amd64" || cfg.OS != "linux" || cfg.Config.User != "65532:65532" || cfg.Config.Labels["org.opencontainers.image.version"] != "v1" {
+	if cfg.Architecture != runtime.GOARCH || cfg.OS != "linux" || cfg.Config.User != "65532:65532" || cfg.Config.Labels["org.opencontainers.image.version"] != "v1" {
 		t.Errorf("config: %+v", cfg)
 	}
 	zr, err := gzip.NewReader(bytes.NewReader(blob(man.Layers[0].Digest)))
@@ -133,5 +135,125 @@ func TestBadInput(t *testing.T) {
 	}
 	if err := (Image{Ref: "localhost:5000/x", Files: []File{{Src: "/dev/null", Dst: "/x"}}}).Write(io.Discard); err == nil {
 		t.Error("a registry port was taken for a tag")
+	}
+}
+
+func TestMultiArchIsOneIndexUnderTheTag(t *testing.T) {
+	dir := t.TempDir()
+	for _, a := range []string{"amd64", "arm64"} {
+		os.MkdirAll(filepath.Join(dir, a), 0o755)
+		os.WriteFile(filepath.Join(dir, a, "plugin"), []byte("binary for "+a), 0o755)
+	}
+	img := Image{Ref: "localhost/wsl-gpu-hook:v1", Arches: []string{"arm64", "amd64"},
+		Files:  []File{{Src: filepath.Join(dir, "{arch}", "plugin"), Dst: "/bin/plugin", Mode: 0o755}},
+		Labels: map[string]string{"org.opencontainers.image.version": "v1"}}
+	var a, b bytes.Buffer
+	if err := img.Write(&a); err != nil {
+		t.Fatal(err)
+	}
+	img.Write(&b)
+	if !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Error("two writes of the same image differ: the build is not reproducible")
+	}
+	files := readArchive(t, a.Bytes())
+	blob := func(digest string) []byte {
+		data, ok := files["blobs/sha256/"+strings.TrimPrefix(digest, "sha256:")]
+		if !ok {
+			t.Fatalf("blob %s missing", digest)
+		}
+		if h := sha256.Sum256(data); "sha256:"+hex.EncodeToString(h[:]) != digest {
+			t.Fatalf("blob %s does not hash to its name", digest)
+		}
+		return data
+	}
+	type descriptor struct {
+		MediaType   string
+		Digest      string
+		Platform    struct{ Architecture, OS string }
+		Annotations map[string]string
+	}
+	var top struct{ Manifests []descriptor }
+	json.Unmarshal(files["index.json"], &top)
+	// One descriptor, the index, carrying the name: containerd makes one
+	// image of it, not one per architecture under the same name.
+	if len(top.Manifests) != 1 || top.Manifests[0].MediaType != mediaIndex ||
+		top.Manifests[0].Annotations["io.containerd.image.name"] != img.Ref || top.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != "v1" {
+		t.Fatalf("index.json = %s, want one image index named %s", files["index.json"], img.Ref)
+	}
+	var index struct {
+		MediaType string
+		Manifests []descriptor
+	}
+	json.Unmarshal(blob(top.Manifests[0].Digest), &index)
+	if index.MediaType != mediaIndex || len(index.Manifests) != 2 {
+		t.Fatalf("image index: %+v", index)
+	}
+	configs := map[string]string{}
+	for i, want := range []string{"arm64", "amd64"} {
+		d := index.Manifests[i]
+		if d.MediaType != mediaManifest || d.Platform.Architecture != want || d.Platform.OS != "linux" {
+			t.Errorf("manifest %d: %+v, want linux/%s", i, d, want)
+		}
+		var man struct {
+			Config struct{ Digest string }
+			Layers []struct{ Digest string }
+		}
+		json.Unmarshal(blob(d.Digest), &man)
+		var cfg struct{ Architecture, OS string }
+		json.Unmarshal(blob(man.Config.Digest), &cfg)
+		if cfg.Architecture != want || cfg.OS != "linux" {
+			t.Errorf("%s config says %s/%s", want, cfg.OS, cfg.Architecture)
+		}
+		configs[want] = man.Config.Digest
+		zr, err := gzip.NewReader(bytes.NewReader(blob(man.Layers[0].Digest)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tar.NewReader(zr)
+		found := false
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				break
+			}
+			if h.Name == "bin/plugin" {
+				data, _ := io.ReadAll(tr)
+				found = string(data) == "binary for "+want
+			}
+		}
+		if !found {
+			t.Errorf("%s layer does not hold the %s binary", want, want)
+		}
+	}
+	var docker []struct {
+		Config   string
+		RepoTags []string
+	}
+	json.Unmarshal(files["manifest.json"], &docker)
+	if len(docker) != 1 || docker[0].Config != "blobs/sha256/"+strings.TrimPrefix(configs["arm64"], "sha256:") || docker[0].RepoTags[0] != img.Ref {
+		t.Errorf("manifest.json = %s, want the first architecture (arm64) under %s", files["manifest.json"], img.Ref)
+	}
+}
+
+func TestArchRefusals(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(src, nil, 0o644)
+	tests := []struct {
+		name   string
+		arches []string
+		src    string
+		want   string
+	}{
+		{"twice", []string{"amd64", "amd64"}, src, `architecture "amd64": want distinct GOARCH names such as amd64, arm64`},
+		{"not a GOARCH", []string{"linux/arm64"}, src, `architecture "linux/arm64": want distinct GOARCH names such as amd64, arm64`},
+		{"missing binary", []string{"amd64", "arm64"}, src + "-{arch}", "amd64 image: open " + src + "-amd64: no such file or directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Image{Ref: "localhost/x:v1", Arches: tt.arches, Files: []File{{Src: tt.src, Dst: "/x"}}}.Write(io.Discard)
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("err = %v, want %q", err, tt.want)
+			}
+		})
 	}
 }

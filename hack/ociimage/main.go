@@ -2,11 +2,19 @@
 // registry, no daemon and no network: an OCI image layout (index.json,
 // blobs) that also carries Docker's manifest.json, so `ctr images import`,
 // `podman load`, `docker load` and `kind load image-archive` all accept it.
-// One layer, owned by root, every timestamp fixed: the same inputs give the
-// same image digest.
+// One layer per architecture, owned by root, every timestamp fixed: the
+// same inputs give the same image digest.
 //
-//	ociimage --out FILE --tag NAME:TAG [--add SRC:DST[:MODE]]... [--dir ROOTFS]
+//	ociimage --out FILE --tag NAME:TAG [--arch GOARCH]... [--add SRC:DST[:MODE]]... [--dir ROOTFS]
 //	         [--mkdir PATH[:MODE]]... [--entrypoint PATH,ARG...] [--user UID:GID] [--env K=V]... [--label K=V]...
+//
+// Without --arch the image is this machine's architecture. With several,
+// the archive is one image index (one manifest per architecture) under the
+// tag; {arch} in an --add source stands for each architecture in turn
+// (--add 'bin/linux-{arch}/tool:/usr/bin/tool'). Docker's manifest.json,
+// which holds one image per tag, names the first --arch: `docker load`
+// without the containerd image store loads that one, the others pick
+// their platform from the index.
 //
 // `make image` uses it for the device plugin's image; the tests for their
 // pause and workload images.
@@ -40,7 +48,8 @@ func run(args []string) error {
 	dir := fs.String("dir", "", "put the tree under `ROOTFS` in the layer")
 	entry := fs.String("entrypoint", "", "comma-separated entrypoint")
 	user := fs.String("user", "", "`UID:GID` the image runs as by default")
-	var adds, envs, labels, dirs listFlag
+	var adds, envs, labels, dirs, arches listFlag
+	fs.Var(&arches, "arch", "write an image for `GOARCH` (amd64, arm64), repeatable; the first is Docker's")
 	fs.Var(&dirs, "mkdir", "add directory `PATH[:MODE]` (octal; default 755), repeatable")
 	fs.Var(&adds, "add", "add file `SRC:DST[:MODE]` (octal mode; default the source's), repeatable")
 	fs.Var(&envs, "env", "`K=V` in the image's environment, repeatable")
@@ -51,7 +60,7 @@ func run(args []string) error {
 	if *out == "" || *tag == "" || (len(adds) == 0 && *dir == "") {
 		return fmt.Errorf("want --out FILE --tag NAME:TAG and --add or --dir")
 	}
-	img := Image{Ref: *tag, Dir: *dir, User: *user, Env: envs, Labels: map[string]string{}}
+	img := Image{Ref: *tag, Arches: arches, Dir: *dir, User: *user, Env: envs, Labels: map[string]string{}}
 	if *entry != "" {
 		img.Entrypoint = strings.Split(*entry, ",")
 	}
