@@ -35,6 +35,7 @@ func TestEnumerateNotADxgDevice(t *testing.T) {
 				t.Skipf("no %s here: %v", path, err)
 			}
 			e, err := Enumerate(path)
+			skipUnderEmulator(t, err)
 			if e != nil || !errors.Is(err, ErrUnsupported) || !errors.Is(err, unix.ENOTTY) {
 				t.Fatalf("Enumerate = %v, %v; want ErrUnsupported", e, err)
 			}
@@ -108,9 +109,23 @@ func TestDeviceIoctlsReachTheKernel(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := tt.call(); !errors.Is(err, unix.ENOTTY) {
+			err := tt.call()
+			skipUnderEmulator(t, err)
+			if !errors.Is(err, unix.ENOTTY) {
 				t.Errorf("err = %v, want ENOTTY", err)
 			}
 		})
+	}
+}
+
+// skipUnderEmulator skips a test of what the kernel answers when err shows
+// the call never reached it: qemu-user (the arm64 test runs) answers every
+// ioctl number missing from its own table, the dxg ones among them, with
+// ENOSYS and logs "Unsupported ioctl: cmd=0x...", which no kernel does.
+// TestWireEnumeration covers the device code there.
+func skipUnderEmulator(t *testing.T, err error) {
+	t.Helper()
+	if errors.Is(err, unix.ENOSYS) {
+		t.Skipf("the ioctl never reached the kernel (%v): an emulator (qemu-user) runs the test and refuses the dxg ioctl numbers", err)
 	}
 }

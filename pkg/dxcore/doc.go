@@ -46,8 +46,24 @@
 //     no errno; that is treated as failure and reported as NTSTATUS.
 //
 // Every structure is encoded into a []byte at the offsets of the kernel's
-// include/uapi/misc/d3dkmthk.h (x86_64); decoding is pure functions, and
-// pointers to Go buffers inside an argument are pinned for the call.
+// include/uapi/misc/d3dkmthk.h; decoding is pure functions, and pointers to
+// Go buffers inside an argument are pinned for the call. x86_64 and arm64
+// lay every one of these structures out the same way (LP64, each scalar
+// aligned to its size): layout_test.go derives the sizes and offsets from
+// the header's shapes under the C rules of the architecture it runs on,
+// and runs under both (make test-arm64).
+//
+// # Under an emulator
+//
+// qemu-user passes an ioctl to the kernel only if its own table knows the
+// number, and the dxg numbers are not there: it answers them with ENOSYS
+// ("Unsupported ioctl: cmd=0xffffffffc018473e" with -d unimp), so an arm64
+// build run under qemu on x86_64 never reaches /dev/dxg. That is
+// ErrEmulated, not ErrUnsupported: a kernel never answers an ioctl with
+// ENOSYS, and updating WSL would not help. The arm64 tests check the
+// device code through a test kernel that reads the argument bytes and user
+// pointers as the kernel would, against the trace amd64 writes
+// (wire_linux_test.go).
 //
 // # Statistics (Session)
 //

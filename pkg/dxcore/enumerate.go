@@ -19,6 +19,11 @@ var (
 	ErrUnsupported = errors.New("the WSL kernel does not know the dxg adapter ioctls: update WSL (wsl --update)")
 	// ErrNoAdapters: the host lists no adapter, or none answered its queries.
 	ErrNoAdapters = errors.New("no GPU adapters: the Windows host exposes none to WSL: install or update the Windows GPU driver, then run wsl --shutdown")
+	// ErrEmulated: an emulator refused the ioctls before the kernel saw
+	// them. qemu-user answers every ioctl number missing from its own
+	// table with ENOSYS, and the dxg numbers are not in it; a kernel never
+	// answers an ioctl with ENOSYS.
+	ErrEmulated = errors.New("the dxg ioctls never reached the kernel: an emulator (qemu-user) runs this binary and does not pass them on: run the build for this machine's architecture")
 )
 
 // enum2Attempts bounds the ENUMADAPTERS2 count/fill loop: each EOVERFLOW
@@ -151,6 +156,9 @@ func (e *unknownCallError) Unwrap() error { return e.err }
 func firstCallError(call string, err error) error {
 	if errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.EINVAL) {
 		return &unknownCallError{call: call, err: err}
+	}
+	if errors.Is(err, unix.ENOSYS) {
+		return fmt.Errorf("%s: %w: %w", call, err, ErrEmulated)
 	}
 	return fmt.Errorf("%s: %w", call, err)
 }

@@ -358,12 +358,19 @@ func TestEnumerateFill3Errors(t *testing.T) {
 		{unix.ENODEV, []string{"enum3 fill cap=64"}, "LX_DXENUMADAPTERS3: no such device"},
 		{unix.EINVAL, []string{"enum3 fill cap=64", "enum2 count", "enum2 fill cap=1"}, ""},
 		{unix.ENOTTY, []string{"enum3 fill cap=64", "enum2 count", "enum2 fill cap=1"}, ""},
+		// qemu-user answers every ioctl number missing from its table with
+		// ENOSYS without a system call: the kernel never saw it, and
+		// ENUMADAPTERS2 would meet the same refusal.
+		{unix.ENOSYS, []string{"enum3 fill cap=64"}, "LX_DXENUMADAPTERS3: function not implemented: the dxg ioctls never reached the kernel: an emulator (qemu-user) runs this binary and does not pass them on: run the build for this machine's architecture"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.err.Error(), func(t *testing.T) {
 			k := newFakeKernel(t, profileAdapter(gpu, nil))
 			k.failFill3 = tt.err
 			e, err := enumerate(k)
+			if errors.Is(tt.err, unix.ENOSYS) && !errors.Is(err, ErrEmulated) {
+				t.Errorf("err = %v, want ErrEmulated", err)
+			}
 			if k.finished(tt.wantCalls, err, tt.wantErr) {
 				return
 			}
