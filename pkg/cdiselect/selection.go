@@ -70,7 +70,7 @@ func ParseSelection(v string) (Selection, error) {
 		return Selection{All: true, Index: -1}, nil
 	case fields[0] == "vendor" && (len(fields) == 2 || len(fields) == 3):
 		vendor := driverstore.Vendor(fields[1])
-		if !knownVendor(vendor) {
+		if !vendor.Known() {
 			return Selection{}, bad
 		}
 		s := Selection{Vendor: vendor, Index: -1}
@@ -96,14 +96,6 @@ func ParseSelection(v string) (Selection, error) {
 		return Selection{LUID: l, Index: -1}, nil
 	}
 	return Selection{}, bad
-}
-
-func knownVendor(v driverstore.Vendor) bool {
-	switch v {
-	case driverstore.NVIDIA, driverstore.AMD, driverstore.Intel, driverstore.Microsoft, driverstore.Unknown:
-		return true
-	}
-	return false
 }
 
 // EnvName is the variable a device adds: EnvPrefix, then the kind and the

@@ -108,6 +108,7 @@ func TestSelect(t *testing.T) {
 		{sel: []string{"index:4"}, wantErr: "run wsl-gpu-hook cdi generate"},
 		{sel: []string{"luid:0x99", "index:0"}, wantErr: "luid:0x99 matches no adapter"},
 		{sel: []string{"vendor:microsoft"}, wantErr: "vendor:microsoft matches no adapter"},
+		{sel: []string{"vendor:qualcomm:0"}, wantErr: "vendor:qualcomm:0 matches no adapter"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.sel, ","), func(t *testing.T) {

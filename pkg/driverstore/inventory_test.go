@@ -162,11 +162,22 @@ func TestBuildFolders(t *testing.T) {
 			folders: map[string][]int{"nv_dispi.inf_amd64_1": {0, 1}},
 		},
 		{
+			// Windows on Arm: ACPI vendor "QCOM", arm64 package folders.
+			name: "snapdragon: qualcomm GPU and NPU in arm64 folders",
+			tree: []string{"dir drivers/qcdxkmsuc8380.inf_arm64_9a0f6b4e21c3d857", "dir drivers/qcnspmcdm8380.inf_arm64_4e7d2c19b0a85f36"},
+			adapters: []dxcore.Adapter{
+				{Index: 0, PCI: dxcore.PCIIDs{Vendor: 0x4D4F4351, Device: 0x36334330}, DriverStorePath: store("qcdxkmsuc8380.inf_arm64_9a0f6b4e21c3d857")},
+				{Index: 1, PCI: dxcore.PCIIDs{Vendor: 0x4D4F4351, Device: 0x41304430}, DriverStorePath: store("QCNSPMCDM8380.INF_ARM64_4E7D2C19B0A85F36")},
+			},
+			want:    []want{{folder: "qcdxkmsuc8380.inf_arm64_9a0f6b4e21c3d857", vendor: Qualcomm}, {folder: "qcnspmcdm8380.inf_arm64_4e7d2c19b0a85f36", vendor: Qualcomm}},
+			folders: map[string][]int{"qcdxkmsuc8380.inf_arm64_9a0f6b4e21c3d857": {0}, "qcnspmcdm8380.inf_arm64_4e7d2c19b0a85f36": {1}},
+		},
+		{
 			name: "unknown PCI vendor classified by libcuda.so.1.1",
 			tree: []string{"file drivers/nv.inf_amd64_1/libcuda.so.1.1 x", "dir drivers/other.inf_amd64_2", "symlink drivers/fake.inf_amd64_3/libcuda.so.1.1 /etc/passwd"},
 			adapters: []dxcore.Adapter{
 				{Index: 0, DriverStorePath: store("nv.inf_amd64_1")},
-				{Index: 1, PCI: dxcore.PCIIDs{Vendor: 0x5143}, DriverStorePath: store("other.inf_amd64_2")},
+				{Index: 1, PCI: dxcore.PCIIDs{Vendor: 0x1ed5}, DriverStorePath: store("other.inf_amd64_2")},
 				{Index: 2, DriverStorePath: store("fake.inf_amd64_3")},
 			},
 			want:    []want{{folder: "nv.inf_amd64_1", vendor: NVIDIA}, {folder: "other.inf_amd64_2", vendor: Unknown}, {folder: "fake.inf_amd64_3", vendor: Unknown}},

@@ -14,6 +14,7 @@ func TestFolderName(t *testing.T) {
 		{name: "drive letter", in: `C:\Windows\System32\DriverStore\FileRepository\nvltwi.inf_amd64_7b2a5c1c4e6f8d90`, want: "nvltwi.inf_amd64_7b2a5c1c4e6f8d90"},
 		{name: "long path prefix upper case", in: `\\?\C:\WINDOWS\System32\DriverStore\FileRepository\u0398975.inf_amd64_cab3843582148687`, want: "u0398975.inf_amd64_cab3843582148687"},
 		{name: "NT object prefix", in: `\??\C:\Windows\System32\DriverStore\FileRepository\iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea`, want: "iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea"},
+		{name: "windows on arm", in: `\SystemRoot\System32\DriverStore\FileRepository\qcdxkmsuc8380.inf_arm64_9a0f6b4e21c3d857`, want: "qcdxkmsuc8380.inf_arm64_9a0f6b4e21c3d857"},
 		{name: "case kept", in: `\SystemRoot\System32\DriverStore\filerepository\KIPUDRV.INF_AMD64_5D9E7C7A1B3F2E08`, want: "KIPUDRV.INF_AMD64_5D9E7C7A1B3F2E08"},
 		{name: "trailing backslash", in: `C:\Windows\System32\DriverStore\FileRepository\nvami.inf_amd64_0c5f2d19ab7e6634\`, want: "nvami.inf_amd64_0c5f2d19ab7e6634"},
 		{name: "subfolder", in: `\SystemRoot\System32\DriverStore\FileRepository\nv_dispi.inf_amd64_1\lib`, want: "nv_dispi.inf_amd64_1/lib"},

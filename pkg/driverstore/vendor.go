@@ -9,8 +9,22 @@ const (
 	AMD       Vendor = "amd"
 	Intel     Vendor = "intel"
 	Microsoft Vendor = "microsoft"
+	Qualcomm  Vendor = "qualcomm"
 	Unknown   Vendor = "unknown"
 )
+
+// Vendors lists every vendor the hook tells apart, Unknown last: the names
+// a selection, a CDI device or a label may carry.
+func Vendors() []Vendor { return []Vendor{NVIDIA, AMD, Intel, Microsoft, Qualcomm, Unknown} }
+
+// Known reports whether v is one of Vendors.
+func (v Vendor) Known() bool {
+	switch v {
+	case NVIDIA, AMD, Intel, Microsoft, Qualcomm, Unknown:
+		return true
+	}
+	return false
+}
 
 // PCI vendor ids (pci.ids).
 const (
@@ -19,6 +33,14 @@ const (
 	pciAMDCPU    = 0x1022 // AMD proper: Ryzen AI NPUs
 	pciIntel     = 0x8086
 	pciMicrosoft = 0x1414 // Basic Render Driver (WARP), virtual adapters
+	pciQualcomm  = 0x5143 // Qualcomm's PCI id, as its own OpenCL driver reports it
+	// acpiQualcomm is "QCOM" in ASCII, little-endian: the ACPI vendor of
+	// the Snapdragon's Adreno GPU and Hexagon NPU, which Windows on Arm
+	// reports as the vendor id (DXGI/DXCore VendorId, and the host's
+	// answer to PHYSICALADAPTERDEVICEIDS, which the WSL kernel forwards
+	// unchanged). The device id is the ACPI one the same way: "0C36"
+	// (0x36334330) for the X1-85 GPU, "0D0A" (0x41304430) for the NPU.
+	acpiQualcomm = 0x4D4F4351
 )
 
 // nvidiaMarker is the file only NVIDIA driver store folders hold; its
@@ -36,6 +58,8 @@ func VendorOf(pciVendor uint32) Vendor {
 		return Intel
 	case pciMicrosoft:
 		return Microsoft
+	case pciQualcomm, acpiQualcomm:
+		return Qualcomm
 	}
 	return Unknown
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 )
 
@@ -436,16 +437,11 @@ func KindBusy(a Adapter) map[string]float64 {
 	return out
 }
 
+// vendorName is the vendor the hook calls the adapter's PCI vendor by,
+// or the id in hex when it knows none.
 func vendorName(id uint32) string {
-	switch id {
-	case 0x10de:
-		return "nvidia"
-	case 0x1002:
-		return "amd"
-	case 0x8086:
-		return "intel"
-	case 0x1414:
-		return "microsoft"
+	if v := driverstore.VendorOf(id); v != driverstore.Unknown {
+		return string(v)
 	}
 	return fmt.Sprintf("0x%04x", id)
 }

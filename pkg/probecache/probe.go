@@ -117,7 +117,7 @@ func (p *Probe) validate(k *Key) error {
 		if _, dup := folders[f.Name]; dup {
 			return bad("folder %q twice", f.Name)
 		}
-		if !knownVendor(f.Vendor) {
+		if !f.Vendor.Known() {
 			return bad("folder %q: vendor %q", f.Name, f.Vendor)
 		}
 		folders[f.Name] = i
@@ -130,7 +130,7 @@ func (p *Probe) validate(k *Key) error {
 		if a.Index != i || a.LUID.Uint64() != k.LUIDs[i] {
 			return bad("adapter %d is index %d, LUID %s", i, a.Index, a.LUID)
 		}
-		if !knownVendor(a.Vendor) || len(a.Description) > maxString || len(a.DriverStorePath) > maxString || len(a.Registry) > maxString {
+		if !a.Vendor.Known() || len(a.Description) > maxString || len(a.DriverStorePath) > maxString || len(a.Registry) > maxString {
 			return bad("adapter %d: bad vendor or oversized text", i)
 		}
 		if a.Vendor != driverstore.VendorOf(a.PCI.Vendor) && !(a.Vendor == driverstore.NVIDIA && driverstore.VendorOf(a.PCI.Vendor) == driverstore.Unknown) {
@@ -190,14 +190,6 @@ func checkFolderName(name string) error {
 		}
 	}
 	return nil
-}
-
-func knownVendor(v driverstore.Vendor) bool {
-	switch v {
-	case driverstore.NVIDIA, driverstore.AMD, driverstore.Intel, driverstore.Microsoft, driverstore.Unknown:
-		return true
-	}
-	return false
 }
 
 func contains(xs []int, x int) bool {

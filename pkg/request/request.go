@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
 )
@@ -31,8 +32,17 @@ const (
 	ByVendor
 )
 
-// Vendors a selector may name.
-var vendors = []string{"nvidia", "amd", "intel", "microsoft"}
+// vendors lists the vendors a selector may name: every vendor the hook
+// tells apart, but not "unknown".
+func vendors() []string {
+	var out []string
+	for _, v := range driverstore.Vendors() {
+		if v != driverstore.Unknown {
+			out = append(out, string(v))
+		}
+	}
+	return out
+}
 
 // Selector is one item of a request list.
 type Selector struct {
@@ -93,7 +103,7 @@ func Parse(value string) (Selection, error) {
 
 func parseSelector(item string) (Selector, error) {
 	lower := strings.ToLower(item)
-	for _, v := range vendors {
+	for _, v := range vendors() {
 		if lower == v {
 			return Selector{Kind: ByVendor, Vendor: v, Raw: item}, nil
 		}
@@ -111,7 +121,7 @@ func parseSelector(item string) (Selector, error) {
 	if strings.HasPrefix(lower, "gpu-") || strings.HasPrefix(lower, "mig-") {
 		return Selector{}, fmt.Errorf("GPU selector %q: GPU UUIDs do not exist on WSL: select by index, LUID or vendor (see wsl-gpu-hook info)", item)
 	}
-	return Selector{}, fmt.Errorf("GPU selector %q: want all, none, an adapter index, a LUID (0x...) or a vendor (%s)", item, strings.Join(vendors, ", "))
+	return Selector{}, fmt.Errorf("GPU selector %q: want all, none, an adapter index, a LUID (0x...) or a vendor (%s)", item, strings.Join(vendors(), ", "))
 }
 
 // Target is what a selector is matched against.

@@ -59,10 +59,11 @@ func TestSelect(t *testing.T) {
 		{value: "intel, 0x4486d1", want: []int{0, 1}},
 		{value: "1,1,nvidia", want: []int{1}},
 		{value: "2", wantErr: "GPU selector 2 matches no adapter on this host (adapters: 0 intel 0x1a1d77; 1 nvidia 0x4486d1): see wsl-gpu-hook info"},
+		{value: "qualcomm", wantErr: "GPU selector qualcomm matches no adapter on this host (adapters: 0 intel 0x1a1d77; 1 nvidia 0x4486d1): see wsl-gpu-hook info"},
 		{value: "amd", wantErr: "GPU selector amd matches no adapter on this host (adapters: 0 intel 0x1a1d77; 1 nvidia 0x4486d1): see wsl-gpu-hook info"},
 		{value: "GPU-8b1a8cbd-7f3e-4cf8-9e5c-0123456789ab", wantErr: `GPU selector "GPU-8b1a8cbd-7f3e-4cf8-9e5c-0123456789ab": GPU UUIDs do not exist on WSL: select by index, LUID or vendor (see wsl-gpu-hook info)`},
-		{value: "-1", wantErr: `GPU selector "-1": want all, none, an adapter index, a LUID (0x...) or a vendor (nvidia, amd, intel, microsoft)`},
-		{value: "gpu0", wantErr: `GPU selector "gpu0": want all, none, an adapter index, a LUID (0x...) or a vendor (nvidia, amd, intel, microsoft)`},
+		{value: "-1", wantErr: `GPU selector "-1": want all, none, an adapter index, a LUID (0x...) or a vendor (nvidia, amd, intel, microsoft, qualcomm)`},
+		{value: "gpu0", wantErr: `GPU selector "gpu0": want all, none, an adapter index, a LUID (0x...) or a vendor (nvidia, amd, intel, microsoft, qualcomm)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.value, func(t *testing.T) {
