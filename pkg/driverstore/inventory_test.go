@@ -29,6 +29,7 @@ func fixtureHost(t testing.TB, name string, compiled bool, omit ...string) (Opti
 
 var kindVendor = map[simhost.FolderKind]Vendor{
 	simhost.FolderNVIDIA: NVIDIA, simhost.FolderAMD: AMD, simhost.FolderIntel: Intel, simhost.FolderNPU: Intel,
+	simhost.FolderQualcomm: Qualcomm, simhost.FolderHexagon: Qualcomm,
 }
 
 func TestBuildProfiles(t *testing.T) {

@@ -18,6 +18,10 @@ const (
 	VendorAMD       uint32 = 0x1002
 	VendorIntel     uint32 = 0x8086
 	VendorMicrosoft uint32 = 0x1414
+	// VendorQualcomm is what Windows on Arm reports for the Snapdragon's
+	// ACPI devices: "QCOM" in little-endian ASCII, not Qualcomm's PCI id
+	// 0x5143. Device ids are ACPI ones the same way ("0C36" = 0x36334330).
+	VendorQualcomm uint32 = 0x4D4F4351
 )
 
 // Adapter type flags (D3DKMT_ADAPTERTYPE bits) the simulated host reports.
@@ -39,6 +43,10 @@ const (
 	FolderAMD    FolderKind = "amd"
 	FolderIntel  FolderKind = "intel"
 	FolderNPU    FolderKind = "intel-npu"
+	// FolderQualcomm is the Adreno GPU's package (qcdxkmsuc<soc>.inf),
+	// FolderHexagon the Hexagon NPU's (an MCDM compute driver).
+	FolderQualcomm FolderKind = "qualcomm"
+	FolderHexagon  FolderKind = "qualcomm-npu"
 )
 
 // Adapter is one GPU (or NPU) as the Windows host reports it.
@@ -189,6 +197,33 @@ var profiles = []Profile{
 				Description: "NVIDIA A100-SXM4-40GB", DedicatedMemory: 40 << 30,
 				DriverStorePath: storePrefix + "nvami.inf_amd64_0c5f2d19ab7e6634",
 				Folder:          "nvami.inf_amd64_0c5f2d19ab7e6634", Kind: FolderNVIDIA,
+			},
+		},
+	},
+	{
+		// Windows on Arm: what WSL shows on a Snapdragon X Elite laptop.
+		// The driver store folders are arm64 packages (<inf>_arm64_<hash>),
+		// the lib dir has Microsoft's D3D12 and DXCore libraries and no
+		// NVIDIA ones. The fixture's ELF objects are built for the test
+		// machine, so containers on it can load them; on a real arm64
+		// host they are aarch64.
+		Name:    "snapdragon-x",
+		Summary: "Snapdragon X Elite (Windows on Arm): Adreno X1-85 GPU + Hexagon NPU (compute-only), arm64 driver store",
+		WSLg:    true,
+		Adapters: []Adapter{
+			{
+				LUIDLow: 0xe3b5, VendorID: VendorQualcomm, DeviceID: 0x36334330, // ACPI QCOM0C36
+				WDDMVersion: 3100, Flags: FlagRender | FlagParavirtualized,
+				Description: "Qualcomm(R) Adreno(TM) X1-85 GPU", DedicatedMemory: 0,
+				DriverStorePath: storePrefix + "qcdxkmsuc8380.inf_arm64_9a0f6b4e21c3d857",
+				Folder:          "qcdxkmsuc8380.inf_arm64_9a0f6b4e21c3d857", Kind: FolderQualcomm,
+			},
+			{
+				LUIDLow: 0xe47a, VendorID: VendorQualcomm, DeviceID: 0x41304430, // ACPI QCOM0D0A
+				WDDMVersion: 3100, Flags: FlagComputeOnly | FlagParavirtualized,
+				Description: "Snapdragon(R) X Elite - X1E78100 - Qualcomm(R) Hexagon(TM) NPU", DedicatedMemory: 0,
+				DriverStorePath: `C:\Windows\System32\DriverStore\FileRepository\qcnspmcdm8380.inf_arm64_4e7d2c19b0a85f36`,
+				Folder:          "qcnspmcdm8380.inf_arm64_4e7d2c19b0a85f36", Kind: FolderHexagon,
 			},
 		},
 	},
