@@ -112,7 +112,17 @@ func describe(a driverstore.Adapter) string {
 // nameKey is a device name without its ordinal. It names nothing that
 // changes at a WSL boot (LUID) or a driver update (the folder's hash).
 func nameKey(a driverstore.Adapter) string {
-	return fmt.Sprintf("%s-%04x-%04x%04x", a.Vendor, a.PCI.Device&0xffff, a.PCI.SubSystem&0xffff, a.PCI.SubVendor&0xffff)
+	return fmt.Sprintf("%s-%s-%04x%04x", a.Vendor, hexID(a.PCI.Device), a.PCI.SubSystem&0xffff, a.PCI.SubVendor&0xffff)
+}
+
+// hexID is a vendor or device id in hex: four digits for a PCI id, all
+// eight for the ACPI ids Windows on Arm reports in the same fields
+// (4d4f4351, "QCOM"), whose low half alone would name someone else.
+func hexID(v uint32) string {
+	if v > 0xffff {
+		return fmt.Sprintf("%08x", v)
+	}
+	return fmt.Sprintf("%04x", v)
 }
 
 // Lookup finds a device by name.
@@ -140,6 +150,7 @@ const (
 	AttrIntegrated    = "integrated"
 	AttrPCIVendor     = "pciVendor"
 	AttrPCIDevice     = "pciDevice"
+	AttrACPIID        = "acpiID"
 	CapacityMemory    = "memory"
 )
 
@@ -165,8 +176,11 @@ func apiDevice(d Device) resourceapi.Device {
 		AttrLUID:        {StringValue: ptr.To(a.LUID.String())},
 		AttrComputeOnly: {BoolValue: ptr.To(a.Type.ComputeOnly())},
 		AttrSoftware:    {BoolValue: ptr.To(a.Type.Software())},
-		AttrPCIVendor:   {StringValue: ptr.To(fmt.Sprintf("%04x", a.PCI.Vendor&0xffff))},
-		AttrPCIDevice:   {StringValue: ptr.To(fmt.Sprintf("%04x", a.PCI.Device&0xffff))},
+		AttrPCIVendor:   {StringValue: ptr.To(hexID(a.PCI.Vendor))},
+		AttrPCIDevice:   {StringValue: ptr.To(hexID(a.PCI.Device))},
+	}
+	if id := a.PCI.ACPIID(); id != "" {
+		attrs[AttrACPIID] = resourceapi.DeviceAttribute{StringValue: ptr.To(id)}
 	}
 	setString := func(name resourceapi.QualifiedName, v string) {
 		if v != "" {

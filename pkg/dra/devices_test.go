@@ -64,6 +64,37 @@ func TestSliceNvidiaLaptop(t *testing.T) {
 	}
 }
 
+// Windows on Arm reports ACPI ids ("QCOM", "0C36") where PCI ids go: the
+// attributes and names carry all 32 bits, not the low half, which is no
+// one's PCI id ("4351"), and the NPU is published as compute-only.
+func TestSliceSnapdragon(t *testing.T) {
+	devs := Track(nil, inventory(t, "snapdragon-x"), nil, t0)
+	if got, want := names(devs), []string{"qualcomm-36334330-00000000-0", "qualcomm-41304430-00000000-0"}; !slices.Equal(got, want) {
+		t.Fatalf("names = %v, want %v", got, want)
+	}
+	api := Slice(devs)
+	for i, want := range []struct {
+		device, acpi string
+		computeOnly  bool
+	}{{"36334330", "QCOM0C36", false}, {"41304430", "QCOM0D0A", true}} {
+		a := api[i].Attributes
+		for name, v := range map[resourceapi.QualifiedName]string{AttrVendor: "qualcomm", AttrPCIVendor: "4d4f4351", AttrPCIDevice: want.device, AttrACPIID: want.acpi} {
+			if got := a[name]; got.StringValue == nil || *got.StringValue != v {
+				t.Errorf("%s: %s = %+v, want %q", api[i].Name, name, got, v)
+			}
+		}
+		if got := a[AttrComputeOnly]; got.BoolValue == nil || *got.BoolValue != want.computeOnly {
+			t.Errorf("%s: computeOnly = %+v, want %v", api[i].Name, got, want.computeOnly)
+		}
+	}
+	// PCI adapters carry no ACPI id.
+	for _, d := range Slice(Track(nil, inventory(t, "nvidia-laptop"), nil, t0)) {
+		if a, ok := d.Attributes[AttrACPIID]; ok {
+			t.Errorf("%s: acpiID = %+v on a PCI adapter", d.Name, a)
+		}
+	}
+}
+
 // A desktop host says nothing about integration: the attribute is absent,
 // not guessed.
 func TestSliceIntegratedOnlyWhereHostSays(t *testing.T) {

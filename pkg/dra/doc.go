@@ -16,8 +16,12 @@
 // description, driverVersion (Windows' a.b.c.d), driverStoreFolder,
 // wddmVersion (a semantic version: 3.1.0), computeOnly (MCDM), software,
 // pciVendor, pciDevice, and integrated only where the host says (hybrid
-// laptops). Capacity memory is the dedicated video memory, 0 when the
-// host gives none.
+// laptops). Windows on Arm reports ACPI ids in the PCI fields: pciVendor
+// and pciDevice then carry all eight hex digits (4d4f4351, "QCOM"; the
+// device name too) and acpiID the id they spell (QCOM0C36), the one
+// Windows' Device Manager shows; a Qualcomm Hexagon NPU is vendor
+// qualcomm with computeOnly true. Capacity memory is the dedicated video
+// memory, 0 when the host gives none (every Snapdragon: its GPU has none).
 //
 // # Health
 //

@@ -1,6 +1,7 @@
 package dxcore
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 )
@@ -86,6 +87,22 @@ type PCIIDs struct {
 	SubVendor uint32
 	SubSystem uint32
 	Revision  uint32
+}
+
+// ACPIID is the ACPI hardware id the vendor and device ids spell, such as
+// "QCOM0C36", or "" for PCI ids. Windows on Arm reports an ACPI device's
+// four-character vendor and device ids as little-endian ASCII in the
+// 32-bit fields (vendor 0x4D4F4351 is "QCOM"); PCI ids fit in 16 bits.
+func (p PCIIDs) ACPIID() string {
+	var b [8]byte
+	binary.LittleEndian.PutUint32(b[0:], p.Vendor)
+	binary.LittleEndian.PutUint32(b[4:], p.Device)
+	for _, c := range b {
+		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			return ""
+		}
+	}
+	return string(b[:])
 }
 
 // Adapter is one GPU or compute adapter as the Windows host describes it.

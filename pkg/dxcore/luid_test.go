@@ -70,3 +70,25 @@ func FuzzParseLUID(f *testing.F) {
 		}
 	})
 }
+
+func TestACPIID(t *testing.T) {
+	tests := []struct {
+		name string
+		ids  PCIIDs
+		want string
+	}{
+		{"snapdragon gpu", PCIIDs{Vendor: 0x4D4F4351, Device: 0x36334330}, "QCOM0C36"},
+		{"snapdragon npu", PCIIDs{Vendor: 0x4D4F4351, Device: 0x41304430}, "QCOM0D0A"},
+		{"pci", PCIIDs{Vendor: 0x10de, Device: 0x2520}, ""},
+		{"letters in the vendor only", PCIIDs{Vendor: 0x4D4F4351, Device: 0x2520}, ""},
+		{"lower case is no ACPI id", PCIIDs{Vendor: 0x6d6f6371, Device: 0x36334330}, ""},
+		{"zero", PCIIDs{}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.ids.ACPIID(); got != tt.want {
+				t.Errorf("ACPIID() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
