@@ -119,7 +119,9 @@ type DevicePlugin struct {
 	NVIDIAResource string `toml:"nvidia_resource"`
 	AMDResource    string `toml:"amd_resource"`
 	IntelResource  string `toml:"intel_resource"`
-	OtherResource  string `toml:"other_resource"`
+	// QualcommResource is the Snapdragon's Adreno GPU (Windows on Arm).
+	QualcommResource string `toml:"qualcomm_resource"`
+	OtherResource    string `toml:"other_resource"`
 	// NPUResource is for compute-only accelerators that are not GPUs
 	// (NPUs), whatever their vendor.
 	NPUResource string `toml:"npu_resource"`
@@ -148,7 +150,8 @@ func Default() Config {
 		SysfsDir:          "/sys",
 		DevicePlugin: DevicePlugin{
 			NVIDIAResource: "nvidia.com/gpu", AMDResource: "amd.com/gpu",
-			IntelResource: "gpu.intel.com/dxg", OtherResource: "wsl-gpu-hook.dev/dxg", NPUResource: "wsl-gpu-hook.dev/npu",
+			IntelResource: "gpu.intel.com/dxg", QualcommResource: "qualcomm.com/gpu",
+			OtherResource: "wsl-gpu-hook.dev/dxg", NPUResource: "wsl-gpu-hook.dev/npu",
 			Replicas: 1, CDI: true,
 		},
 	}

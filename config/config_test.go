@@ -69,9 +69,10 @@ func loadCases() []loadCase {
 		},
 		{
 			name: "device plugin table",
-			toml: "[device_plugin]\nnvidia_resource = \"example.com/cuda\"\nintel_resource = \"\"\nreplicas = 4\ncdi = false\n",
+			toml: "[device_plugin]\nnvidia_resource = \"example.com/cuda\"\nintel_resource = \"\"\nqualcomm_resource = \"gpu.example.com/adreno\"\nreplicas = 4\ncdi = false\n",
 			want: func(c *Config) {
 				c.DevicePlugin.NVIDIAResource, c.DevicePlugin.IntelResource = "example.com/cuda", ""
+				c.DevicePlugin.QualcommResource = "gpu.example.com/adreno"
 				c.DevicePlugin.Replicas, c.DevicePlugin.CDI = 4, false
 			},
 		},

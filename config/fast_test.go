@@ -174,7 +174,7 @@ var docLines = []string{
 	"log_file = \"\"", "log_level = \"debug\"", "runtime = \"crun\"", "request_annotation = \"a/b\"",
 	"rocm_dir = \"/r\"", "dri_dir = \"/d\"", "wslg_dir = \"/w\"", "probe_cache = \"\"", "probe_cache = \"/p\"", "\"ldcache\" = \"builtin\"", "LDCACHE = \"none\"",
 	"request_env = [\"A\"]", "request_env = [\"A\", \"B\",]", "request_env = []", "request_env = \"A\"", "request_env = [1]",
-	"nvidia_resource = \"a.com/b\"", "amd_resource = \"\"", "intel_resource = 'i.com/x'", "other_resource = \"o.io/y\"",
+	"nvidia_resource = \"a.com/b\"", "amd_resource = \"\"", "intel_resource = 'i.com/x'", "other_resource = \"o.io/y\"", "qualcomm_resource = \"q.com/g\"",
 	"replicas = 2", "replicas = 0x2", "replicas = 1_0", "replicas = -1", "replicas = 2.5", "replicas = \"2\"",
 	"cdi = false", "cdi = true", "cdi = 0", "dxg_device = 1", "dxg_device = true", "dxg_device = 1979-05-27",
 	"soname_cache = \"\"", "soname_cache = '/s'", "soname_cache = \"s\"",

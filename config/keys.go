@@ -77,6 +77,7 @@ var keys = []key{
 	{deviceTable, "nvidia_resource", func(c *Config) any { return &c.DevicePlugin.NVIDIAResource }, resourceName},
 	{deviceTable, "amd_resource", func(c *Config) any { return &c.DevicePlugin.AMDResource }, resourceName},
 	{deviceTable, "intel_resource", func(c *Config) any { return &c.DevicePlugin.IntelResource }, resourceName},
+	{deviceTable, "qualcomm_resource", func(c *Config) any { return &c.DevicePlugin.QualcommResource }, resourceName},
 	{deviceTable, "other_resource", func(c *Config) any { return &c.DevicePlugin.OtherResource }, resourceName},
 	{deviceTable, "npu_resource", func(c *Config) any { return &c.DevicePlugin.NPUResource }, resourceName},
 	{deviceTable, "replicas", func(c *Config) any { return &c.DevicePlugin.Replicas }, func(v any) []string {

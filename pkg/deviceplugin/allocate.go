@@ -125,7 +125,7 @@ func orDefault(s, def string) string {
 // of several devices' values, so a container given two adapters by their
 // own devices would be steered to one. Where the vendor's device for all
 // its adapters (nvidia.com/gpu=all, amd.com/gpu=all,
-// wsl-gpu-hook.dev/gpu=intel) selects exactly devs on this host, that one
+// wsl-gpu-hook.dev/gpu=intel, wsl-gpu-hook.dev/gpu=qualcomm) selects exactly devs on this host, that one
 // device is the answer: it steers nothing, and grants nothing more.
 func cdiDevices(host []driverstore.Adapter, devs []Device) []string {
 	names := make([]string, 0, len(devs))
@@ -142,8 +142,8 @@ func cdiDevices(host []driverstore.Adapter, devs []Device) []string {
 		all = CDIKindNVIDIA + "=all"
 	case driverstore.AMD:
 		all = CDIKindAMD + "=all"
-	case driverstore.Intel:
-		all = CDIKindGeneric + "=" + string(driverstore.Intel)
+	case driverstore.Intel, driverstore.Qualcomm:
+		all = CDIKindGeneric + "=" + string(v)
 	default:
 		return names
 	}

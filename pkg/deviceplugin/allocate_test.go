@@ -169,6 +169,7 @@ func TestCDIDevices(t *testing.T) {
 		return Device{Adapter: a, VendorIndex: vi, Present: true}
 	}
 	nv0, nv1, in2, in3, npu4 := adapter(0, driverstore.NVIDIA), adapter(1, driverstore.NVIDIA), adapter(2, driverstore.Intel), adapter(3, driverstore.Intel), adapter(4, driverstore.Intel)
+	qc0, qc1 := adapter(0, driverstore.Qualcomm), adapter(1, driverstore.Qualcomm)
 	tests := []struct {
 		name string
 		host []driverstore.Adapter
@@ -179,6 +180,7 @@ func TestCDIDevices(t *testing.T) {
 		{"one adapter", []driverstore.Adapter{nv0, nv1}, []Device{dev(nv1, 1)}, []string{"nvidia.com/gpu=1"}},
 		// The NPU is Intel's too: the vendor's device would give it.
 		{"an Intel adapter not asked for", []driverstore.Adapter{in2, in3, npu4}, []Device{dev(in2, 0), dev(in3, 1)}, []string{"wsl-gpu-hook.dev/gpu=2", "wsl-gpu-hook.dev/gpu=3"}},
+		{"every Qualcomm adapter", []driverstore.Adapter{qc0, qc1}, []Device{dev(qc0, 0), dev(qc1, 1)}, []string{"wsl-gpu-hook.dev/gpu=qualcomm"}},
 		{"no inventory", nil, []Device{dev(nv0, 0), dev(nv1, 1)}, []string{"nvidia.com/gpu=0", "nvidia.com/gpu=1"}},
 	}
 	for _, tt := range tests {

@@ -8,11 +8,12 @@
 // # Model
 //
 // One resource per vendor present (nvidia.com/gpu, amd.com/gpu,
-// gpu.intel.com/dxg, wsl-gpu-hook.dev/dxg for Microsoft and unknown
-// vendors), one device per adapter, optionally Replicas devices per
-// adapter for sharing. Compute-only accelerators that are not GPUs (IsNPU:
-// Intel's AI Boost NPU) go under their own resource, wsl-gpu-hook.dev/npu,
-// never under a GPU's; NVIDIA and AMD compute-only adapters stay GPUs.
+// gpu.intel.com/dxg, qualcomm.com/gpu, wsl-gpu-hook.dev/dxg for Microsoft
+// and unknown vendors), one device per adapter, optionally Replicas
+// devices per adapter for sharing. Compute-only accelerators that are not
+// GPUs (IsNPU: Intel's AI Boost NPU, Qualcomm's Hexagon NPU) go under their
+// own resource, wsl-gpu-hook.dev/npu, never under a GPU's; NVIDIA and AMD
+// compute-only adapters stay GPUs.
 // Software adapters (WARP) are never advertised: they are not GPUs. Names,
 // replicas and CDI come from the [device_plugin] table of the hook's
 // config.toml (OptionsFrom), so the plugin and the hook agree.
@@ -28,6 +29,10 @@
 //
 //	<vendor>-<pci vendor>-<pci device>-<subsystem><subvendor>-<inf>-<ordinal>
 //	nvidia-10de-2520-3a5c17aa-nvltwi.inf_amd64-0
+//	qualcomm-4d4f4351-36334330-00000000-qcdxkmsuc8380.inf_arm64-0
+//
+// (Windows on Arm reports ACPI ids, "QCOM" and "0C36", in the PCI fields:
+// they print whole.)
 //
 // <inf> is the driver store folder's name lowercased without the hash
 // Windows appends (nvltwi.inf_amd64_7b2a5c1c4e6f8d90 -> nvltwi.inf_amd64),

@@ -12,10 +12,11 @@ func OptionsFrom(cfg config.Config) Options {
 	dp := cfg.DevicePlugin
 	o := Options{
 		Resources: map[driverstore.Vendor]string{
-			driverstore.NVIDIA:  dp.NVIDIAResource,
-			driverstore.AMD:     dp.AMDResource,
-			driverstore.Intel:   dp.IntelResource,
-			driverstore.Unknown: dp.OtherResource,
+			driverstore.NVIDIA:   dp.NVIDIAResource,
+			driverstore.AMD:      dp.AMDResource,
+			driverstore.Intel:    dp.IntelResource,
+			driverstore.Qualcomm: dp.QualcommResource,
+			driverstore.Unknown:  dp.OtherResource,
 		},
 		NPUResource: dp.NPUResource,
 		Replicas:    dp.Replicas,

@@ -13,7 +13,8 @@ func TestOptionsFromDefaults(t *testing.T) {
 	cfg := config.Default()
 	got := OptionsFrom(cfg)
 	want := Options{Resources: map[driverstore.Vendor]string{
-		driverstore.NVIDIA: ResourceNVIDIA, driverstore.AMD: ResourceAMD, driverstore.Intel: ResourceIntel, driverstore.Unknown: ResourceOther,
+		driverstore.NVIDIA: ResourceNVIDIA, driverstore.AMD: ResourceAMD, driverstore.Intel: ResourceIntel,
+		driverstore.Qualcomm: ResourceQualcomm, driverstore.Unknown: ResourceOther,
 	}, NPUResource: ResourceNPU, Replicas: 1, CDI: true,
 		DxgDevice: "/dev/dxg", LibDir: "/usr/lib/wsl/lib", DriversDir: "/usr/lib/wsl/drivers", RequestEnv: "WSL_GPU_DEVICES"}
 	if !reflect.DeepEqual(got, want) {

@@ -14,7 +14,10 @@ const (
 	ResourceNVIDIA = "nvidia.com/gpu"
 	ResourceAMD    = "amd.com/gpu"
 	ResourceIntel  = "gpu.intel.com/dxg" // Intel's own plugin's -wsl mode
-	ResourceOther  = "wsl-gpu-hook.dev/dxg"
+	// ResourceQualcomm is the Snapdragon's Adreno GPU: no Qualcomm plugin
+	// serves WSL, so the name follows NVIDIA's and AMD's.
+	ResourceQualcomm = "qualcomm.com/gpu"
+	ResourceOther    = "wsl-gpu-hook.dev/dxg"
 	// ResourceNPU is where compute-only accelerators that are not GPUs
 	// go (see IsNPU): never under a GPU resource.
 	ResourceNPU = "wsl-gpu-hook.dev/npu"
@@ -41,7 +44,7 @@ type Options struct {
 
 // IsNPU reports an adapter that is a compute-only accelerator rather than a
 // GPU: compute-only (MCDM) and not NVIDIA's or AMD's, such as Intel's AI
-// Boost NPU (kipudrv). NVIDIA and AMD compute-only adapters are datacenter
+// Boost NPU (kipudrv) or Qualcomm's Hexagon NPU (qcnspmcdm). NVIDIA and AMD compute-only adapters are datacenter
 // GPUs in compute mode: CUDA and ROCm run on them, so they stay GPUs.
 func IsNPU(a driverstore.Adapter) bool {
 	return a.Type.ComputeOnly() && a.Vendor != driverstore.NVIDIA && a.Vendor != driverstore.AMD

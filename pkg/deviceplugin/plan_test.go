@@ -78,6 +78,14 @@ func TestBuildAdvertisesOneDevicePerAdapter(t *testing.T) {
 			"wsl-gpu-hook.dev/npu intel-8086-7d1d-0c111028-kipudrv.inf_amd64-0 healthy"}},
 		{"intel-npu", func(o *Options) { o.NPUResource = "" }, []string{
 			"gpu.intel.com/dxg intel-8086-7d55-0c111028-6_lenovo_iigd_dch.inf_amd64-0 healthy"}},
+		// Windows on Arm: the Adreno under Qualcomm's resource, the
+		// Hexagon NPU (compute-only) under the NPU resource; ACPI ids in
+		// the IDs whole, the arm64 package name as the inf.
+		{"snapdragon-x", nil, []string{
+			"qualcomm.com/gpu qualcomm-4d4f4351-36334330-00000000-qcdxkmsuc8380.inf_arm64-0 healthy",
+			"wsl-gpu-hook.dev/npu qualcomm-4d4f4351-41304430-00000000-qcnspmcdm8380.inf_arm64-0 healthy"}},
+		{"snapdragon-x", func(o *Options) { o.Resources[driverstore.Qualcomm] = "" }, []string{
+			"wsl-gpu-hook.dev/npu qualcomm-4d4f4351-41304430-00000000-qcnspmcdm8380.inf_arm64-0 healthy"}},
 		{"no-gpu", nil, nil},
 		{"nvidia-laptop", func(o *Options) { o.Resources[driverstore.Intel] = "" }, []string{laptopNVIDIA + " healthy"}},
 		{"nvidia-laptop", func(o *Options) { o.Replicas = 2 }, []string{

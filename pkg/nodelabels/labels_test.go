@@ -46,6 +46,17 @@ func TestLabels(t *testing.T) {
 	if got := Labels(inventory(t, "intel-npu")); got["wsl-gpu-hook.dev/compute-only"] != "true" || got["wsl-gpu-hook.dev/intel.count"] != "2" {
 		t.Errorf("intel-npu: %q", Keys(got))
 	}
+	// Windows on Arm: the GPU's arm64 package names the driver, the NPU
+	// counts as Qualcomm's compute-only adapter.
+	snapdragon := map[string]string{
+		"wsl-gpu-hook.dev/wsl": "true", "wsl-gpu-hook.dev/present": "true", "wsl-gpu-hook.dev/adapters": "2",
+		"wsl-gpu-hook.dev/vendors": "qualcomm", "wsl-gpu-hook.dev/wddm": "3.1", "wsl-gpu-hook.dev/compute-only": "true",
+		"wsl-gpu-hook.dev/qualcomm.count": "2", "wsl-gpu-hook.dev/qualcomm.wddm": "3.1", "wsl-gpu-hook.dev/qualcomm.compute-only": "true",
+		"wsl-gpu-hook.dev/qualcomm.driver": "qcdxkmsuc8380.inf_arm64_9a0f6b4e21c3d857",
+	}
+	if got := Labels(inventory(t, "snapdragon-x")); !reflect.DeepEqual(got, snapdragon) {
+		t.Errorf("snapdragon-x labels:\n%q\nwant\n%q", Keys(got), Keys(snapdragon))
+	}
 	if got := Labels(nil); !reflect.DeepEqual(got, map[string]string{"wsl-gpu-hook.dev/wsl": "true", "wsl-gpu-hook.dev/present": "false", "wsl-gpu-hook.dev/adapters": "0"}) {
 		t.Errorf("no inventory: %q", Keys(got))
 	}
