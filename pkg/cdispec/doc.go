@@ -3,6 +3,13 @@
 // `--device nvidia.com/gpu=all`, podman 5's and Docker 29's `--gpus`,
 // `--device amd.com/gpu=0`, and our own `--device wsl-gpu-hook.dev/gpu=intel`.
 //
+// Vendor kinds exist only where an engine turns --gpus into them (NVIDIA,
+// AMD). Every other vendor's adapters are devices of our own kind, named by
+// vendor: wsl-gpu-hook.dev/gpu=intel, and on Windows on Arm
+// wsl-gpu-hook.dev/gpu=qualcomm (the Adreno GPU and the Hexagon NPU; =0 for
+// the GPU alone). A qualcomm.com/gpu kind would claim a namespace that is
+// Qualcomm's to define, and no engine would ever ask for it.
+//
 // A spec names nothing a Windows driver update changes. Its top-level edits
 // are /dev/dxg and the lib dir; each device adds a createContainer hook
 // that is wsl-gpu-hook itself, whose argument is what the device stands

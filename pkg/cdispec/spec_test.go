@@ -76,6 +76,19 @@ func TestGenerateNames(t *testing.T) {
 				"0x1a1d77": "WSL_GPU_CDI_WSL_GPU_HOOK_DEV_GPU_0X1A1D77=luid:0x1a1d77", "0x4486d1": "WSL_GPU_CDI_WSL_GPU_HOOK_DEV_GPU_0X4486D1=luid:0x4486d1",
 			},
 		}},
+		// Windows on Arm: no engine maps --gpus to a Qualcomm kind and
+		// Qualcomm publishes none, so the Adreno and the Hexagon NPU are
+		// devices of the project's own kind only: qualcomm is both.
+		{name: "Snapdragon", inv: &driverstore.Inventory{Adapters: []driverstore.Adapter{
+			adapter(0, driverstore.Qualcomm, 0xe3b5, "qcdxkmsuc8380.inf_arm64_9a0f6b4e21c3d857"),
+			adapter(1, driverstore.Qualcomm, 0xe47a, "qcnspmcdm8380.inf_arm64_4e7d2c19b0a85f36"),
+		}}, want: map[string]map[string]string{
+			Kind: {
+				"all": "WSL_GPU_CDI_WSL_GPU_HOOK_DEV_GPU_ALL=all", "qualcomm": "WSL_GPU_CDI_WSL_GPU_HOOK_DEV_GPU_QUALCOMM=vendor:qualcomm",
+				"0": "WSL_GPU_CDI_WSL_GPU_HOOK_DEV_GPU_0=index:0", "1": "WSL_GPU_CDI_WSL_GPU_HOOK_DEV_GPU_1=index:1",
+				"0xe3b5": "WSL_GPU_CDI_WSL_GPU_HOOK_DEV_GPU_0XE3B5=luid:0xe3b5", "0xe47a": "WSL_GPU_CDI_WSL_GPU_HOOK_DEV_GPU_0XE47A=luid:0xe47a",
+			},
+		}},
 		{name: "two AMD GPUs, the first without a folder", inv: &driverstore.Inventory{Adapters: []driverstore.Adapter{
 			{Adapter: dxcore.Adapter{Index: 0, LUID: dxcore.LUID{Low: 0x10b3c}}, Vendor: driverstore.AMD, Err: errors.New("folder missing")},
 			adapter(1, driverstore.AMD, 0x10b99, "u0398975.inf_amd64_cab3843582148687"),
