@@ -18,6 +18,12 @@
 //     MESA_D3D12_DEFAULT_ADAPTER_NAME, a substring of the adapter's
 //     description; VA-API (video) also needs LIBVA_DRIVER_NAME=d3d12 and
 //     WSL's /dev/dri nodes.
+//   - Qualcomm's Adreno (Windows on Arm) has no compute stack of its own on
+//     Linux: D3D12 (the lib dir's libd3d12, libd3d12core and libdxcore,
+//     with the user-mode driver in its qcdx* driver store folder) and Mesa
+//     on top of it (GL, dzn Vulkan) are the whole stack, steered like any
+//     adapter by MESA_D3D12_DEFAULT_ADAPTER_NAME. The Hexagon NPU beside
+//     it is compute-only: never Mesa's adapter.
 //   - Display gives the WSLg sockets: X11 (/tmp/.X11-unix, DISPLAY), Wayland
 //     (XDG_RUNTIME_DIR, WAYLAND_DISPLAY) and PulseAudio (PULSE_SERVER).
 //

@@ -18,6 +18,10 @@ var (
 	arc    = Adapter{Index: 0, Vendor: driverstore.Intel, Description: "Intel(R) Arc(TM) Graphics"}
 	npu    = Adapter{Index: 1, Vendor: driverstore.Intel, Description: "Intel(R) AI Boost", ComputeOnly: true}
 	arc2   = Adapter{Index: 2, Vendor: driverstore.Intel, Description: "Intel(R) Arc(TM) A770 Graphics"}
+	adreno = Adapter{Index: 0, Vendor: driverstore.Qualcomm, Description: "Qualcomm(R) Adreno(TM) X1-85 GPU", PCIVendor: 0x4D4F4351}
+	// hexagon's description names the SoC, not the GPU: Mesa's substring
+	// match cannot confuse the two.
+	hexagon = Adapter{Index: 1, Vendor: driverstore.Qualcomm, Description: "Snapdragon(R) X Elite - X1E78100 - Qualcomm(R) Hexagon(TM) NPU", ComputeOnly: true, PCIVendor: 0x4D4F4351}
 )
 
 var (
@@ -99,6 +103,22 @@ func TestPlan(t *testing.T) {
 			name:    "graphics on the nvidia gpu of a laptop",
 			in:      Input{Host: []Adapter{iris, rtx}, Selected: []Adapter{rtx}, Caps: capability.Compute | capability.Graphics},
 			wantEnv: []string{"MESA_D3D12_DEFAULT_ADAPTER_NAME=NVIDIA GeForce RTX 3060 Laptop GPU"},
+		},
+		{
+			// Windows on Arm: D3D12 through Mesa is the Adreno's whole
+			// stack; no ROCm, no Level Zero mask for Qualcomm.
+			name:    "graphics on a snapdragon, vendor qualcomm selected: Mesa on the Adreno, never the NPU",
+			in:      Input{Host: []Adapter{adreno, hexagon}, Selected: []Adapter{adreno, hexagon}, Caps: capability.Compute | capability.Graphics, Probe: Host{ROCm: noROCm}},
+			wantEnv: []string{"MESA_D3D12_DEFAULT_ADAPTER_NAME=Qualcomm(R) Adreno(TM) X1-85 GPU"},
+		},
+		{
+			name: "compute on a snapdragon: nothing beyond the folders",
+			in:   Input{Host: []Adapter{adreno, hexagon}, Selected: []Adapter{adreno, hexagon}, Caps: capability.Compute, Probe: Host{ROCm: noROCm}},
+		},
+		{
+			name:      "graphics on the hexagon npu alone",
+			in:        Input{Host: []Adapter{adreno, hexagon}, Selected: []Adapter{hexagon}, Caps: capability.Compute | capability.Graphics},
+			wantNotes: []string{"all are compute-only"},
 		},
 		{
 			name:      "graphics on the npu alone",
@@ -258,6 +278,8 @@ func TestAdapterEnv(t *testing.T) {
 		{"desktop with one gpu: nothing to choose", []Adapter{radeon}, radeon, nil},
 		{"second intel gpu", []Adapter{arc, npu, arc2}, arc2, []string{"ZE_AFFINITY_MASK=1", "MESA_D3D12_DEFAULT_ADAPTER_NAME=Intel(R) Arc(TM) A770 Graphics"}},
 		{"the npu", []Adapter{arc, npu, arc2}, npu, nil},
+		{"snapdragon adreno: the only renderer", []Adapter{adreno, hexagon}, adreno, nil},
+		{"snapdragon hexagon npu", []Adapter{adreno, hexagon}, hexagon, nil},
 	}
 	for _, tt := range tests {
 		var got []string
