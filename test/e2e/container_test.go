@@ -336,7 +336,7 @@ func makeRootfs(t *testing.T, h *harness, b box, hookBin, rootfs string) {
 	if err := extractImage(image, rootfs); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{probes.cudaprobe, probes.fsprobe, probes.rocprobe} {
+	for _, p := range []string{probes.cudaprobe, probes.fsprobe, probes.rocprobe, probes.d3d12probe} {
 		if err := copyFile(p, filepath.Join(rootfs, "usr/local/bin", filepath.Base(p)), 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -44,6 +44,8 @@ type probeSet struct {
 	cudaprobe string // dynamic, glibc: dlopen("libcuda.so.1") + cuInit
 	fsprobe   string // static: open a path read-write or create a file
 	rocprobe  string // dynamic, glibc: load librocdxg as ROCm's HSA runtime does
+	// d3d12probe: dynamic, glibc: load libdxcore and libd3d12 as Mesa does
+	d3d12probe string
 }
 
 // Image names, the keys of harness.images.
@@ -197,11 +199,12 @@ func (h *harness) needFixture(t *testing.T, profile string) string {
 }
 
 func buildProbes(src, hack, dir string) (probeSet, error) {
-	p := probeSet{cudaprobe: filepath.Join(dir, "cudaprobe"), fsprobe: filepath.Join(dir, "fsprobe"), rocprobe: filepath.Join(dir, "rocprobe")}
+	p := probeSet{cudaprobe: filepath.Join(dir, "cudaprobe"), fsprobe: filepath.Join(dir, "fsprobe"), rocprobe: filepath.Join(dir, "rocprobe"), d3d12probe: filepath.Join(dir, "d3d12probe")}
 	builds := [][]string{
 		{"-O2", "-Wall", "-o", p.cudaprobe, filepath.Join(src, "cudaprobe.c"), "-ldl"},
 		{"-static", "-O2", "-Wall", "-o", p.fsprobe, filepath.Join(src, "fsprobe.c")},
 		{"-O2", "-Wall", "-o", p.rocprobe, filepath.Join(hack, "rocprobe.c"), "-ldl"},
+		{"-O2", "-Wall", "-o", p.d3d12probe, filepath.Join(src, "d3d12probe.c"), "-ldl"},
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return p, fmt.Errorf("create %s: %w", dir, err)

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
 
 // Each vendor's stack beyond the driver folders, from inside the container,
@@ -263,6 +265,66 @@ func TestIntelAffinity(t *testing.T) {
 			t.Parallel()
 			o := runVia(t, profile, tt.v)
 			wantEnv(t, envOf(t, o), tt.want)
+		})
+	}
+}
+
+// TestQualcomm: a Windows on Arm host (Snapdragon X: Adreno GPU, Hexagon
+// NPU, arm64 driver store folders, vendor "QCOM"). A container asking for
+// Qualcomm's adapters by any path opens /dev/dxg, finds libdxcore and
+// libd3d12 through its loader cache as Mesa does, and gets exactly the
+// selected adapters' folders, read-only; Mesa is pointed at the Adreno,
+// never at the NPU, and only where there is a choice to make. The fixture's
+// libraries are the test machine's architecture, so this runs on x86_64;
+// the arm64 build's decisions are the same code (make test-arm64).
+func TestQualcomm(t *testing.T) {
+	env(t)
+	t.Parallel()
+	const profile = "snapdragon-x"
+	gpu, npu := folder(t, profile, simhost.FolderQualcomm), folder(t, profile, simhost.FolderHexagon)
+	both := strings.Join(sorted(gpu.Folder, npu.Folder), "\n")
+	checks := []check{
+		{"dxg", "fsprobe open-rw /dev/dxg"},
+		{"drivers", "ls /usr/lib/wsl/drivers"},
+		{"d3d12probe", "d3d12probe"},
+		{"write-driver", "fsprobe create /usr/lib/wsl/drivers/" + gpu.Folder + "/e2e-write-test"},
+		exists("cuda", "/usr/lib/wsl/lib/libcuda.so.1"),
+	}
+	tests := []struct {
+		v       via
+		folders string
+		mesa    string // MESA_D3D12_DEFAULT_ADAPTER_NAME, "" unset
+	}{
+		// The vendor's device: the GPU and the NPU, nothing to choose
+		// between (one renderer), so no variable.
+		{viaCDI("wsl-gpu-hook.dev/gpu=qualcomm"), both, ""},
+		{viaCDI("wsl-gpu-hook.dev/gpu=0"), gpu.Folder, ""},
+		{viaCDI("wsl-gpu-hook.dev/gpu=all"), both, ""},
+		{viaWrapper("WSL_GPU_DEVICES=qualcomm", "WSL_GPU_CAPABILITIES=graphics"), both, gpu.Description},
+		{viaWrapper("WSL_GPU_DEVICES=1", "WSL_GPU_CAPABILITIES=graphics"), npu.Folder, ""},
+		{viaHook("WSL_GPU_DEVICES=qualcomm"), both, ""},
+	}
+	for _, tt := range tests {
+		name := tt.v.name + " " + strings.Join(append(tt.v.box(profile).cdi, tt.v.box(profile).env...), " ")
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			o := runVia(t, profile, tt.v, checks...)
+			wantOutput(t, o, "dxg", "open-rw /dev/dxg: ok")
+			wantOutput(t, o, "drivers", tt.folders)
+			// An arm64 host has no NVIDIA files: nothing of CUDA appears.
+			wantOutput(t, o, "cuda", "absent")
+			d3d12 := o.succeeds(t, "d3d12probe")
+			for _, w := range []string{"loaded /usr/lib/wsl/lib/libdxcore.so", "DXCoreCreateAdapterFactory found", "loaded /usr/lib/wsl/lib/libd3d12.so", "D3D12CreateDevice found"} {
+				if !strings.Contains(d3d12, w) {
+					t.Errorf("d3d12probe lacks %q:\n%s", w, d3d12)
+				}
+			}
+			if tt.folders != npu.Folder {
+				if got := o.result(t, "write-driver").out; !strings.Contains(got, ": EROFS ") {
+					t.Errorf("writing into the Adreno's folder: %q, want EROFS", got)
+				}
+			}
+			wantEnv(t, envOf(t, o), map[string]string{"MESA_D3D12_DEFAULT_ADAPTER_NAME": tt.mesa, "ZE_AFFINITY_MASK": "", "HSA_ENABLE_DXG_DETECTION": ""})
 		})
 	}
 }
