@@ -144,7 +144,7 @@ func TestDecideStack(t *testing.T) {
 			for _, s := range p.Steps {
 				if s.Kind == mounts.Ldcache {
 					for _, e := range s.Entries {
-						gotCache = gotCache || e == (ldcache.Entry{Key: "librocdxg.so.1", Path: "/usr/lib/librocdxg.so.1", Flags: ldcache.FlagX8664Libc6})
+						gotCache = gotCache || e == (ldcache.Entry{Key: "librocdxg.so.1", Path: "/usr/lib/librocdxg.so.1", Flags: ldcache.FlagNative})
 					}
 				}
 			}

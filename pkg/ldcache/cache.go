@@ -47,9 +47,14 @@ const (
 )
 
 // FlagX8664Libc6 is FLAG_ELF_LIBC6 | FLAG_X8664_LIB64, the flags ldconfig
-// records for an x86_64 shared object. The x86_64 loader skips entries with
-// any other value (_dl_cache_check_flags).
-const FlagX8664Libc6 int32 = 0x0303
+// records for an x86_64 shared object, and FlagAArch64Libc6 FLAG_ELF_LIBC6 |
+// FLAG_AARCH64_LIB64 for an aarch64 one. Each loader skips entries with any
+// other value than its own (_dl_cache_check_flags); FlagNative is this
+// build's.
+const (
+	FlagX8664Libc6   int32 = 0x0303
+	FlagAArch64Libc6 int32 = 0x0a03
+)
 
 // ErrFormat reports bytes that are not a loader cache this package can read.
 // The loader ignores a file without the magic, with the other byte order or
@@ -82,7 +87,8 @@ type Entry struct {
 	Key string
 	// Path is the absolute path the loader opens.
 	Path string
-	// Flags is the library type; FlagX8664Libc6 for x86_64.
+	// Flags is the library type: FlagX8664Libc6 for x86_64,
+	// FlagAArch64Libc6 for aarch64.
 	Flags int32
 	// OSVersion is the minimum kernel version; glibc >= 2.37 writes 0.
 	OSVersion uint32
@@ -571,8 +577,8 @@ func strcmp[S ~string | ~[]byte](a, b S) int {
 // libcmp is glibc's _dl_cache_libcmp on two NUL-terminated strings (the
 // end of the string or slice counts as a NUL), including its C details:
 // runs of digits compare as int numbers (wrapping like the C code), a
-// digit sorts after any other character, and other bytes compare as
-// signed chars, as they do on x86_64.
+// digit sorts after any other character, and other bytes compare as C's
+// char of this machine does (cchar): signed on x86_64, unsigned on aarch64.
 func libcmp[S ~string | ~[]byte](a, b S) int {
 	i, j := 0, 0
 	for at(a, i) != 0 {
@@ -594,13 +600,21 @@ func libcmp[S ~string | ~[]byte](a, b S) int {
 		case isDigit(cb):
 			return -1
 		case ca != cb:
-			return int(int8(ca)) - int(int8(cb))
+			return cchar(ca) - cchar(cb)
 		default:
 			i++
 			j++
 		}
 	}
-	return -int(int8(at(b, j)))
+	return -cchar(at(b, j))
+}
+
+// cchar is c as C's char promotes to int on this machine.
+func cchar(c byte) int {
+	if charSigned {
+		return int(int8(c))
+	}
+	return int(c)
 }
 
 func at[S ~string | ~[]byte](s S, i int) byte {

@@ -12,7 +12,7 @@
 // The format (glibc sysdeps/generic/dl-cache.h, elf/cache.c, elf/dl-cache.c):
 //
 //   - A 48-byte header: "glibc-ld.so.cache" "1.1", nlibs, len_strings (all
-//     little-endian uint32 on x86_64), a flags byte (2 = little-endian, 0 =
+//     little-endian uint32 on x86_64 and aarch64), a flags byte (2 = little-endian, 0 =
 //     written before glibc 2.33), 3 bytes padding, extension_offset, 12
 //     unused bytes.
 //   - nlibs 24-byte entries {int32 flags; uint32 key, value; uint32
@@ -31,20 +31,25 @@
 // header, 12-byte entries {flags, key, value}) with the new format hidden in
 // its string table at the next 8-byte boundary; loaders then use only the
 // new part. Merge reads all three layouts and writes only the new one,
-// which every x86_64 glibc since 2.2 reads.
+// which every x86_64 and aarch64 glibc since 2.2 reads.
 //
 // Order is what makes a cache work: the loader binary-searches the entries
 // with _dl_cache_libcmp (runs of digits compare as numbers, so
 // libfoo.so.10 > libfoo.so.2), expecting them sorted in descending order,
 // then scans the run of equal keys and takes the first entry whose flags
-// match (0x0303 on x86_64), glibc-hwcaps entries first. An entry out of place
+// match (0x0303 on x86_64, 0x0a03 on aarch64), glibc-hwcaps entries first.
+// _dl_cache_libcmp compares C chars, which are signed on x86_64 and
+// unsigned on aarch64, so a name with a byte above 0x7f sorts differently
+// on each: the order follows the machine's. An entry out of place
 // makes lookups of other names miss without any error. Merge sorts as
 // ldconfig does and keeps the relative order of equal entries, which
 // decides the loader's choice among them.
 //
 // What it does not do: it does not look into glibc-hwcaps subdirectories
 // of the directory it scans (WSL ships none; entries of that kind already
-// in an image's cache are kept), it handles x86_64 little-endian caches
-// only, and it does not touch ld.so.conf, so an ldconfig run later inside
+// in an image's cache are kept), it handles the caches and libraries of the
+// machine it is built for (native_amd64.go, native_arm64.go: WSL's lib dir
+// holds that machine's libraries and nothing else), little-endian only,
+// and it does not touch ld.so.conf, so an ldconfig run later inside
 // the container rebuilds the cache without the hook's entries.
 package ldcache

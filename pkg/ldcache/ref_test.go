@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"runtime"
 	"slices"
 	"strings"
 )
@@ -239,9 +240,13 @@ func refCompare(a, b *Entry) int {
 
 // refLibcmp is glibc's _dl_cache_libcmp, including its C details: runs of
 // digits compare as int numbers (wrapping like the C code), a digit sorts
-// after any other character, and other bytes compare as signed chars, as
-// they do on x86_64.
+// after any other character, and other bytes compare as C's char does on
+// the machine: signed on x86_64, unsigned on aarch64 (the psABIs say so).
 func refLibcmp(a, b string) int {
+	char := func(c byte) int { return int(int8(c)) }
+	if runtime.GOARCH == "arm64" {
+		char = func(c byte) int { return int(c) }
+	}
 	i, j := 0, 0
 	for i < len(a) {
 		ca, cb := a[i], refAt(b, j)
@@ -262,13 +267,13 @@ func refLibcmp(a, b string) int {
 		case refIsDigit(cb):
 			return -1
 		case ca != cb:
-			return int(int8(ca)) - int(int8(cb))
+			return char(ca) - char(cb)
 		default:
 			i++
 			j++
 		}
 	}
-	return -int(int8(refAt(b, j)))
+	return -char(refAt(b, j))
 }
 
 func refAt(s string, i int) byte {

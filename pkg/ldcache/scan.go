@@ -15,8 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ScanDir returns the entries ldconfig would make for the x86_64 shared
-// objects in hostDir, with paths under containerDir, where the container
+// ScanDir returns the entries ldconfig would make for the shared objects of
+// this machine (x86_64 or aarch64, FlagNative) in hostDir, with paths under containerDir, where the container
 // sees the same files. It picks files and keys as ldconfig does (names
 // lib*.so*, ld-*.so*, ld.so.*, ld64.so.*; key = DT_SONAME, else the file
 // name; a .so symlink whose target's SONAME extends its name keeps its own
@@ -29,8 +29,9 @@ import (
 // thus become one entry libcuda.so.1 -> containerDir/libcuda.so.1.
 //
 // Only the ELF header, program headers, dynamic segment and the SONAME
-// string are read, never whole files. Files that are not x86_64 ELF shared
-// objects, and dangling symlinks, are skipped; other read errors fail.
+// string are read, never whole files. Files that are not ELF shared objects
+// of this machine, and dangling symlinks, are skipped; other read errors
+// fail.
 func ScanDir(hostDir, containerDir string) ([]Entry, error) {
 	return ScanDirMemo(hostDir, containerDir, nil)
 }
@@ -168,7 +169,7 @@ func ScanDirMemo(hostDir, containerDir string, memo Memo) ([]Entry, error) {
 		if g.hasSelf {
 			file = key
 		}
-		entries = append(entries, Entry{Key: key, Path: path.Join(containerDir, file), Flags: FlagX8664Libc6})
+		entries = append(entries, Entry{Key: key, Path: path.Join(containerDir, file), Flags: FlagNative})
 	}
 	slices.SortStableFunc(entries, func(a, b Entry) int { return compare(&a, &b) })
 	return entries, nil
@@ -192,23 +193,22 @@ const (
 	maxSonameRead = 4096     // SONAME string
 )
 
-// ELF values readSoname needs, as the gABI and the x86-64 psABI define
-// them (debug/elf names them ELFMAG, ELFCLASS64, ...). They are spelled
+// ELF values readSoname needs, as the gABI defines them (the machine this
+// build reads, nativeMachine, is in native_<arch>.go) (debug/elf names them ELFMAG, ELFCLASS64, ...). They are spelled
 // here because importing debug/elf for a few constants links
 // compress/flate, internal/zstd and debug/dwarf into the hook, whose
 // package init ran at every container start (~0.25 ms on a test VM).
 const (
-	elfMagic      = "\x7fELF"
-	elfClass64    = 2  // e_ident[EI_CLASS]
-	elfData2LSB   = 1  // e_ident[EI_DATA]
-	elfTypeDyn    = 3  // e_type ET_DYN
-	elfMachX86_64 = 62 // e_machine EM_X86_64
-	elfPhdrSize   = 56 // sizeof(Elf64_Phdr)
-	elfPTLoad     = 1  // p_type PT_LOAD
-	elfPTDynamic  = 2  // p_type PT_DYNAMIC
-	elfDTNull     = 0  // d_tag DT_NULL
-	elfDTStrtab   = 5  // d_tag DT_STRTAB
-	elfDTSoname   = 14 // d_tag DT_SONAME
+	elfMagic     = "\x7fELF"
+	elfClass64   = 2  // e_ident[EI_CLASS]
+	elfData2LSB  = 1  // e_ident[EI_DATA]
+	elfTypeDyn   = 3  // e_type ET_DYN
+	elfPhdrSize  = 56 // sizeof(Elf64_Phdr)
+	elfPTLoad    = 1  // p_type PT_LOAD
+	elfPTDynamic = 2  // p_type PT_DYNAMIC
+	elfDTNull    = 0  // d_tag DT_NULL
+	elfDTStrtab  = 5  // d_tag DT_STRTAB
+	elfDTSoname  = 14 // d_tag DT_SONAME
 )
 
 // readSoname reads the DT_SONAME of the file at p as ldconfig's
@@ -248,7 +248,7 @@ func readSoname(p string, head []byte, scratch *[]byte, id *FileID) (soname stri
 // dynamic segment and the SONAME lie beyond head, and a fresh buffer per
 // file would cost fresh pages, each a page fault, in a hook that runs once.
 // ok is false for what ldconfig skips: not ELF, not a 64-bit little-endian
-// x86_64 ET_DYN, no dynamic segment or no string table. soname is "" when
+// ET_DYN of this machine, no dynamic segment or no string table. soname is "" when
 // there is none.
 //
 // The file is hostile: every offset and count comes from it, so each read
@@ -278,7 +278,7 @@ func elfSoname(head []byte, scratch *[]byte, readAt func(buf []byte, off int64) 
 
 	le := binary.LittleEndian
 	if len(head) < 64 || string(head[:4]) != elfMagic || head[4] != elfClass64 || head[5] != elfData2LSB ||
-		le.Uint16(head[16:]) != elfTypeDyn || le.Uint16(head[18:]) != elfMachX86_64 {
+		le.Uint16(head[16:]) != elfTypeDyn || le.Uint16(head[18:]) != nativeMachine {
 		return "", false, nil
 	}
 	phoff, phentsize, phnum := le.Uint64(head[32:]), uint64(le.Uint16(head[54:])), uint64(le.Uint16(head[56:]))

@@ -1,12 +1,14 @@
 package ldcache
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -290,5 +292,43 @@ func TestScanDirMemo(t *testing.T) {
 				t.Errorf("entries:\n%s\nwant\n%s", l, listing(want))
 			}
 		})
+	}
+}
+
+// An arm64 WSL host's lib dir holds aarch64 libraries, an x86_64 host's
+// x86_64 ones; each build registers its own machine's, with its loader's
+// flags (the values of glibc's ldconfig.h), and skips the other's: the
+// loader ignores entries whose flags are not its own.
+func TestScanDirTakesThisMachinesLibraries(t *testing.T) {
+	want := map[string]struct {
+		machine uint16
+		flags   int32
+		loader  string
+	}{
+		"amd64": {62, 0x0303, "/lib64/ld-linux-x86-64.so.2"},
+		"arm64": {183, 0x0a03, "/lib/ld-linux-aarch64.so.1"},
+	}
+	w, ok := want[runtime.GOARCH]
+	if !ok {
+		t.Fatalf("no loader facts for GOARCH=%s", runtime.GOARCH)
+	}
+	if NativeLoader != w.loader {
+		t.Errorf("NativeLoader = %s, want %s", NativeLoader, w.loader)
+	}
+	dir := t.TempDir()
+	buildLibs(t, dir, map[string]string{"libx86.so.1": "libx86.so.1"})
+	lib := readFile(t, filepath.Join(dir, "libx86.so.1"))
+	for name, machine := range map[string]uint16{"libx86.so.1": 62, "libarm.so.1": 183} {
+		b := bytes.Clone(lib)
+		binary.LittleEndian.PutUint16(b[18:], machine) // e_machine
+		writeFile(t, filepath.Join(dir, name), bytes.Replace(b, []byte("libx86.so.1"), []byte(name), 1))
+	}
+	got, err := ScanDir(dir, "/usr/lib/wsl/lib")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantName := map[uint16]string{62: "libx86.so.1", 183: "libarm.so.1"}[w.machine]
+	if len(got) != 1 || got[0].Key != wantName || got[0].Flags != w.flags || got[0].Path != "/usr/lib/wsl/lib/"+wantName {
+		t.Errorf("ScanDir on %s = %+v, want only %s with flags %#x", runtime.GOARCH, got, wantName, w.flags)
 	}
 }

@@ -19,9 +19,11 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
-// glibcLoader is where every x86_64 glibc image keeps its dynamic loader
-// (the path is in every binary's PT_INTERP, so images cannot move it).
-const glibcLoader = "/lib64/ld-linux-x86-64.so.2"
+// glibcLoader is where every glibc image of this machine keeps its dynamic
+// loader (the path is in every binary's PT_INTERP, so images cannot move
+// it): /lib64/ld-linux-x86-64.so.2 on x86_64, /lib/ld-linux-aarch64.so.1
+// on arm64, whose libraries the lib dir holds there.
+const glibcLoader = ldcache.NativeLoader
 
 // maxCacheSize bounds the image's ld.so.cache the hook reads; a Debian
 // cache is ~20 KiB, a large distro's a few MiB.

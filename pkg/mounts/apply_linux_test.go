@@ -23,6 +23,11 @@ import (
 	wsltree "github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 )
 
+// imageLoader is the tree line of an image's glibc loader for this machine
+// (lib64/ld-linux-x86-64.so.2, lib/ld-linux-aarch64.so.1): with it the
+// image counts as glibc and gets the loader cache entries.
+var imageLoader = "file " + strings.TrimPrefix(ldcache.NativeLoader, "/") + " ELF"
+
 func requireRoot(t *testing.T) {
 	t.Helper()
 	privileged.Require(t, "Apply makes device nodes and mounts")
@@ -188,7 +193,7 @@ func TestApply(t *testing.T) {
 	}{
 		{
 			name:    "dangling /etc link to a host path fails cleanly",
-			image:   []string{"file lib64/ld-linux-x86-64.so.2 ELF", "symlink etc OUT"},
+			image:   []string{imageLoader, "symlink etc OUT"},
 			wantErr: "file /etc/ld.so.conf.d/wsl-gpu-hook.conf: mkdir parent: ",
 			check: func(t *testing.T, fx *fixture) {
 				if _, ok := mountedAt(filepath.Join(fx.rootfs, "usr/lib/wsl/lib")); ok {
@@ -198,7 +203,7 @@ func TestApply(t *testing.T) {
 		},
 		{
 			name:  "no /etc at all",
-			image: []string{"file lib64/ld-linux-x86-64.so.2 ELF"},
+			image: []string{imageLoader},
 			check: func(t *testing.T, fx *fixture) {
 				assertFile(t, filepath.Join(fx.rootfs, LdconfFile), "/usr/lib/wsl/lib\n")
 				assertLdcache(t, filepath.Join(fx.rootfs, LdcacheFile), "libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1")
@@ -206,14 +211,14 @@ func TestApply(t *testing.T) {
 		},
 		{
 			name:  "unreadable image cache is replaced",
-			image: []string{"file lib64/ld-linux-x86-64.so.2 ELF", "file etc/ld.so.cache garbage"},
+			image: []string{imageLoader, "file etc/ld.so.cache garbage"},
 			check: func(t *testing.T, fx *fixture) {
 				assertLdcache(t, filepath.Join(fx.rootfs, LdcacheFile), "libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1")
 			},
 		},
 		{
 			name:  "image cache entries are kept",
-			image: []string{"file lib64/ld-linux-x86-64.so.2 ELF", "cache etc/ld.so.cache"},
+			image: []string{imageLoader, "cache etc/ld.so.cache"},
 			check: func(t *testing.T, fx *fixture) {
 				assertLdcache(t, filepath.Join(fx.rootfs, LdcacheFile), "libold.so.1", "/lib/libold.so.1")
 				assertLdcache(t, filepath.Join(fx.rootfs, LdcacheFile), "libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1")
@@ -221,7 +226,7 @@ func TestApply(t *testing.T) {
 		},
 		{
 			name:  "glibc image",
-			image: []string{"dir dev", "file lib64/ld-linux-x86-64.so.2 ELF", "dir etc", "dir usr/bin"},
+			image: []string{"dir dev", imageLoader, "dir etc", "dir usr/bin"},
 			check: func(t *testing.T, fx *fixture) {
 				assertDevice(t, filepath.Join(fx.rootfs, "dev/dxg"))
 				assertReadOnlyMount(t, filepath.Join(fx.rootfs, "usr/lib/wsl/lib"), "libcuda.so.1")
@@ -252,7 +257,7 @@ func TestApply(t *testing.T) {
 		{
 			name: "symlinks to host paths stay inside the rootfs",
 			image: []string{
-				"file lib64/ld-linux-x86-64.so.2 ELF",
+				imageLoader,
 				"symlink usr/lib/wsl OUT",
 				"symlink etc OUT",
 				"dir OUT", // the image's own folder of that name
@@ -271,7 +276,7 @@ func TestApply(t *testing.T) {
 		{
 			name: "relative symlinks climbing out stay inside the rootfs",
 			image: []string{
-				"file lib64/ld-linux-x86-64.so.2 ELF",
+				imageLoader,
 				"symlink usr ../../../../../../..",
 				"symlink etc/ld.so.cache ../../../../../../../OUT/secret",
 			},
@@ -283,7 +288,7 @@ func TestApply(t *testing.T) {
 		{
 			name: "existing targets of the wrong kind are replaced",
 			image: []string{
-				"file lib64/ld-linux-x86-64.so.2 ELF",
+				imageLoader,
 				"char dev/dxg 1 1", // /dev/mem's numbers
 				"file usr/lib/wsl/lib not-a-dir",
 				"symlink usr/lib/wsl/drivers/nv_dispi.inf_amd64_1 /",
@@ -365,7 +370,7 @@ func TestApply(t *testing.T) {
 func TestApplyUndoesOnFailure(t *testing.T) {
 	requireRoot(t)
 	fx := newFixture(t)
-	makeTree(t, fx.rootfs, "file lib64/ld-linux-x86-64.so.2 ELF", "cache etc/ld.so.cache", "dir dev")
+	makeTree(t, fx.rootfs, imageLoader, "cache etc/ld.so.cache", "dir dev")
 	old, err := os.ReadFile(filepath.Join(fx.rootfs, LdcacheFile))
 	if err != nil {
 		t.Fatal(err)
@@ -463,7 +468,7 @@ func TestApplyTwice(t *testing.T) {
 	for _, bindDevice := range []bool{false, true} {
 		t.Run(fmt.Sprintf("bound node %v", bindDevice), func(t *testing.T) {
 			fx := newFixture(t)
-			makeTree(t, fx.rootfs, "dir dev", "file lib64/ld-linux-x86-64.so.2 ELF", "cache etc/ld.so.cache", "dir usr/bin")
+			makeTree(t, fx.rootfs, "dir dev", imageLoader, "cache etc/ld.so.cache", "dir usr/bin")
 			fx.in.BindDevice = bindDevice
 			inPrivateMountNS(t, func() {
 				if err := Apply(fx.rootfs, Plan(fx.in), quietLog()); err != nil {

@@ -171,7 +171,7 @@ func (p *Probe) validate(k *Key) error {
 		name, ok := strings.CutPrefix(e.Path, wsl.LibDir+"/")
 		if e.Key == "" || len(e.Key) > maxString || strings.ContainsAny(e.Key, "/\x00") ||
 			!ok || name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." ||
-			e.Flags != ldcache.FlagX8664Libc6 || e.OSVersion != 0 || e.HWCap != 0 || e.HWCapsSubdir != "" {
+			e.Flags != ldcache.FlagNative || e.OSVersion != 0 || e.HWCap != 0 || e.HWCapsSubdir != "" {
 			return bad("loader entry %d (%q -> %q) is not one a lib dir scan makes", i, e.Key, e.Path)
 		}
 	}

@@ -73,7 +73,7 @@ func (w *world) host(t *testing.T) gpuplan.Host {
 	}
 	return gpuplan.Host{Node: devnode.Node{Path: "/dev/dxg", Major: 10, Minor: 125}, Inventory: inv,
 		NvidiaSmi: driverstore.FindNvidiaSmi(inv),
-		Ldcache:   []ldcache.Entry{{Key: "libcuda.so.1", Path: "/usr/lib/wsl/lib/libcuda.so.1", Flags: ldcache.FlagX8664Libc6}}}
+		Ldcache:   []ldcache.Entry{{Key: "libcuda.so.1", Path: "/usr/lib/wsl/lib/libcuda.so.1", Flags: ldcache.FlagNative}}}
 }
 
 // save caches the world's probe as a start would.

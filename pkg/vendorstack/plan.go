@@ -189,7 +189,7 @@ func ROCmEdits(r ROCm) Edits {
 	} else {
 		e.Notes = append(e.Notes, fmt.Sprintf("no %s on the host: librocdxg runs with its built-in device table", path.Join(r.Dir, "share/rocdxg/dids.conf")))
 	}
-	e.Ldcache = append(e.Ldcache, ldcache.Entry{Key: rocdxgSoname, Path: ContainerRocdxg, Flags: ldcache.FlagX8664Libc6})
+	e.Ldcache = append(e.Ldcache, ldcache.Entry{Key: rocdxgSoname, Path: ContainerRocdxg, Flags: ldcache.FlagNative})
 	e.Env = append(e.Env, Var{Name: "HSA_ENABLE_DXG_DETECTION", Value: "1", Why: "the HSA runtime loads librocdxg only when it is set"})
 	return e
 }

@@ -37,7 +37,7 @@ func TestPlan(t *testing.T) {
 		{HostPath: rocm.Lib, ContainerPath: "/usr/lib/librocdxg.so", File: true},
 		{HostPath: rocm.Share, ContainerPath: "/usr/share/rocdxg"},
 	}
-	rocdxgCache := []ldcache.Entry{{Key: "librocdxg.so.1", Path: "/usr/lib/librocdxg.so.1", Flags: ldcache.FlagX8664Libc6}}
+	rocdxgCache := []ldcache.Entry{{Key: "librocdxg.so.1", Path: "/usr/lib/librocdxg.so.1", Flags: ldcache.FlagNative}}
 	tests := []struct {
 		name        string
 		in          Input
