@@ -17,6 +17,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probecache"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/emulated"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/testbin"
@@ -322,6 +323,7 @@ func skipUnlessProbeParent(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("dxgsim needs root")
 	}
+	emulated.Skip(t, "dxgsim answering this test binary started again")
 }
 
 // probeWorld is the nvidia-laptop host under dxgsim with its lib dir and
