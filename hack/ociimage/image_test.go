@@ -33,12 +33,10 @@ func readArchive(t *testing.T, data []byte) map[string][]byte {
 	}
 }
 
-func TestWriteIsALayoutAndADockerArchive(t *testing.T) {
-	dir := t.TempDir()
-	src := filepath.Join(dir, "plugin")
-	os.WriteFile(src, []byte("binary"), 0o600)
-	img := Image{Ref: "localhost/wsl-gpu-hook:v1", Files: []File{{Src: src, Dst: "/bin/plugin", Mode: 0o755}},
-		Entrypoint: []string{"/bin/plugin"}, User: "65532:65532", Labels: map[string]string{"org.opencontainers.image.version": "v1"}}
+// writeTwice writes img twice, fails t unless both archives are the same
+// bytes (the build is reproducible), and returns the archive's files.
+func writeTwice(t *testing.T, img Image) map[string][]byte {
+	t.Helper()
 	var a, b bytes.Buffer
 	if err := img.Write(&a); err != nil {
 		t.Fatal(err)
@@ -47,7 +45,32 @@ func TestWriteIsALayoutAndADockerArchive(t *testing.T) {
 	if !bytes.Equal(a.Bytes(), b.Bytes()) {
 		t.Error("two writes of the same image differ: the build is not reproducible")
 	}
-	files := readArchive(t, a.Bytes())
+	return readArchive(t, a.Bytes())
+}
+
+// blobs returns a reader of the archive's blobs by digest that fails t
+// for a blob missing or not hashing to its name.
+func blobs(t *testing.T, files map[string][]byte) func(digest string) []byte {
+	return func(digest string) []byte {
+		t.Helper()
+		data, ok := files["blobs/sha256/"+strings.TrimPrefix(digest, "sha256:")]
+		if !ok {
+			t.Fatalf("blob %s missing", digest)
+		}
+		if h := sha256.Sum256(data); "sha256:"+hex.EncodeToString(h[:]) != digest {
+			t.Fatalf("blob %s does not hash to its name", digest)
+		}
+		return data
+	}
+}
+
+func TestWriteIsALayoutAndADockerArchive(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "plugin")
+	os.WriteFile(src, []byte("binary"), 0o600)
+	img := Image{Ref: "localhost/wsl-gpu-hook:v1", Files: []File{{Src: src, Dst: "/bin/plugin", Mode: 0o755}},
+		Entrypoint: []string{"/bin/plugin"}, User: "65532:65532", Labels: map[string]string{"org.opencontainers.image.version": "v1"}}
+	files := writeTwice(t, img)
 	var index struct {
 		Manifests []struct {
 			Digest      string
@@ -60,16 +83,7 @@ func TestWriteIsALayoutAndADockerArchive(t *testing.T) {
 	if got := index.Manifests[0].Annotations["io.containerd.image.name"]; got != img.Ref {
 		t.Errorf("containerd's name annotation = %q, want %q", got, img.Ref)
 	}
-	blob := func(digest string) []byte {
-		data, ok := files["blobs/sha256/"+digest[len("sha256:"):]]
-		if !ok {
-			t.Fatalf("blob %s missing", digest)
-		}
-		if h := sha256.Sum256(data); "sha256:"+hex.EncodeToString(h[:]) != digest {
-			t.Fatalf("blob %s does not hash to its name", digest)
-		}
-		return data
-	}
+	blob := blobs(t, files)
 	var man struct {
 		Config struct{ Digest string }
 		Layers []struct{ Digest string }
@@ -147,25 +161,8 @@ func TestMultiArchIsOneIndexUnderTheTag(t *testing.T) {
 	img := Image{Ref: "localhost/wsl-gpu-hook:v1", Arches: []string{"arm64", "amd64"},
 		Files:  []File{{Src: filepath.Join(dir, "{arch}", "plugin"), Dst: "/bin/plugin", Mode: 0o755}},
 		Labels: map[string]string{"org.opencontainers.image.version": "v1"}}
-	var a, b bytes.Buffer
-	if err := img.Write(&a); err != nil {
-		t.Fatal(err)
-	}
-	img.Write(&b)
-	if !bytes.Equal(a.Bytes(), b.Bytes()) {
-		t.Error("two writes of the same image differ: the build is not reproducible")
-	}
-	files := readArchive(t, a.Bytes())
-	blob := func(digest string) []byte {
-		data, ok := files["blobs/sha256/"+strings.TrimPrefix(digest, "sha256:")]
-		if !ok {
-			t.Fatalf("blob %s missing", digest)
-		}
-		if h := sha256.Sum256(data); "sha256:"+hex.EncodeToString(h[:]) != digest {
-			t.Fatalf("blob %s does not hash to its name", digest)
-		}
-		return data
-	}
+	files := writeTwice(t, img)
+	blob := blobs(t, files)
 	type descriptor struct {
 		MediaType   string
 		Digest      string
