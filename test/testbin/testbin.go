@@ -46,6 +46,16 @@ func Hook(dir string) (string, error) {
 	return Build(dir, "wsl-gpu-hook", "./cmd/wsl-gpu-hook", true)
 }
 
+// HookFor is Hook for another architecture (GOARCH goarch), as make build
+// GOARCH=goarch builds it: for the tests that run it under an emulator.
+func HookFor(dir, goarch string) (string, error) {
+	env := []string{"GOOS=linux", "GOARCH=" + goarch}
+	if _, err := BuildEnv(dir, "wsl-gpu-ctl", "./cmd/wsl-gpu-ctl", true, env...); err != nil {
+		return "", err
+	}
+	return BuildEnv(dir, "wsl-gpu-hook", "./cmd/wsl-gpu-hook", true, env...)
+}
+
 // Dxgsim builds the simulator at dir/dxgsim.
 func Dxgsim(dir string) (string, error) {
 	return Build(dir, "dxgsim", "./test/dxgsim", false)
@@ -60,6 +70,11 @@ func Stepkill(dir string) (string, error) {
 // Build builds pkg, a path relative to the main module's root, at
 // dir/name. A static build is checked to have no program interpreter.
 func Build(dir, name, pkg string, static bool) (string, error) {
+	return BuildEnv(dir, name, pkg, static)
+}
+
+// BuildEnv is Build with env (NAME=VALUE) added to the go command's.
+func BuildEnv(dir, name, pkg string, static bool, env ...string) (string, error) {
 	root, err := Root()
 	if err != nil {
 		return "", err
@@ -75,6 +90,7 @@ func Build(dir, name, pkg string, static bool) (string, error) {
 	if static {
 		cmd.Env = append(cmd.Env, "CGO_ENABLED=0")
 	}
+	cmd.Env = append(cmd.Env, env...)
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(cmd.Args[1:], " "), err, msg)
 	}
