@@ -40,7 +40,7 @@ type infoJSON struct {
 	Skipped []string `json:"skipped"`
 }
 
-var vendorNames = map[uint32]string{simhost.VendorNVIDIA: "nvidia", simhost.VendorAMD: "amd", simhost.VendorIntel: "intel", simhost.VendorMicrosoft: "microsoft"}
+var vendorNames = map[uint32]string{simhost.VendorNVIDIA: "nvidia", simhost.VendorAMD: "amd", simhost.VendorIntel: "intel", simhost.VendorMicrosoft: "microsoft", simhost.VendorQualcomm: "qualcomm"}
 
 // Every profile: info lists every adapter with the right vendor, LUID and
 // folder as it is on disk (the host may spell it in another case).
