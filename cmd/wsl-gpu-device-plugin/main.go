@@ -1,6 +1,6 @@
 // Command wsl-gpu-device-plugin is the kubelet device plugin for WSL2 GPUs:
 // it advertises one extended resource per GPU vendor present (nvidia.com/gpu,
-// amd.com/gpu, gpu.intel.com/dxg by default), one device per adapter, keeps
+// amd.com/gpu, gpu.intel.com/dxg, qualcomm.com/gpu by default), one device per adapter, keeps
 // their health current, answers Allocate with CDI names plus the device,
 // mounts and environment for runtimes without CDI, and writes a
 // node-feature-discovery feature file. It is a separate binary so the hook,
