@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -67,6 +68,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	healthTimeout := fs.Duration("health-timeout", 30*time.Second, "how long the kubelet trusts a device health report (resent at a third of it)")
 	debug := fs.Bool("debug", false, "log at debug level")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	step := fs.String("memory-step", "256Mi", "share adapters by memory: each claim consumes a multiple of this `quantity` of an adapter's memory; 0 gives each claim a whole adapter")
+	def := fs.String("memory-default", "1Gi", "memory a claim that asks for none consumes (`quantity`)")
 	daemonSet := fs.String("daemonset", "", "this pod's DaemonSet `NAME`, in the pod's namespace: at a stop, remove the claims' specs and the checkpoint only if it is gone (the chart's uninstall)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -77,6 +80,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *nodeName == "" {
 		return errors.New("no node name: pass --node-name or set NODE_NAME (the chart sets it from spec.nodeName)")
+	}
+	sharing, err := parseSharing(*step, *def)
+	if err != nil {
+		return err
 	}
 	cfg, err := config.Load(config.Find(*cfgPath, os.Getenv))
 	if err != nil {
@@ -104,6 +111,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Pool:       *nodeName,
 		CDIDir:     *cdiDir,
 		Checkpoint: filepath.Join(*pluginDir, "checkpoint.json"),
+		// The chart mounts the plugin dir at its host path: the kubelet
+		// finds the socket there, and the engines the metadata files.
+		MetadataDir: filepath.Join(*pluginDir, "claims"),
+		Sharing:     sharing,
 		List: func() (*driverstore.Inventory, error) {
 			return gpuhost.List(cfg.DxgDevice, gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir, Resources: true})
 		},
@@ -143,6 +154,25 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// parseSharing reads --memory-step and --memory-default.
+func parseSharing(step, def string) (dra.Sharing, error) {
+	var s dra.Sharing
+	for _, f := range []struct {
+		flag, value string
+		to          *int64
+	}{{"memory-step", step, &s.Step}, {"memory-default", def, &s.Default}} {
+		q, err := resource.ParseQuantity(f.value)
+		if err != nil {
+			return s, fmt.Errorf("--%s %q: %w: write a quantity such as 256Mi or 1Gi", f.flag, f.value, err)
+		}
+		*f.to = q.Value()
+	}
+	if err := s.Validate(); err != nil {
+		return s, fmt.Errorf("--memory-step and --memory-default: %w", err)
+	}
+	return s, nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

@@ -27,9 +27,11 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 )
 
-// CheckpointVersion is the format Checkpoint writes. LoadCheckpoint also
-// reads version 1, whose claims lack Spec.
-const CheckpointVersion = 2
+// CheckpointVersion is the format Checkpoint writes: version 3 adds each
+// device's share and memory and each claim's metadata files. LoadCheckpoint
+// also reads version 2, which has none of them, and version 1, whose
+// claims lack Spec too.
+const CheckpointVersion = 3
 
 // maxCheckpoint bounds what LoadCheckpoint reads: a node prepares a few
 // claims, not megabytes of them.
@@ -56,6 +58,9 @@ type Prepared struct {
 	// variables depend on the other adapters). Nil only in a version 1
 	// checkpoint, which did not record it (see AdoptSpec).
 	Spec *cdi.Spec `json:"spec,omitempty"`
+	// Metadata is each request's metadata file (MetadataFile) as prepare
+	// wrote it, by request name.
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // SpecData is the bytes of the claim's spec file.
@@ -75,6 +80,12 @@ type PreparedDevice struct {
 	LUID        string `json:"luid"`
 	AdminAccess bool   `json:"adminAccess,omitempty"`
 	CDIDevice   string `json:"cdiDevice"`
+	// ShareID is the share's ID when the claim shares the device with
+	// others (consumable capacity), else "".
+	ShareID string `json:"shareID,omitempty"`
+	// Memory is the memory promised to the claim on the device, in bytes:
+	// its share, or all of it when the claim has the device alone.
+	Memory int64 `json:"memory,omitempty"`
 }
 
 // checkpointFile is the file's shape: the claims and a checksum of their
@@ -217,8 +228,8 @@ func decodeCheckpoint(data []byte) (map[string]Prepared, error) {
 		return nil, errors.New("not a checkpoint: data after the JSON object")
 	}
 	switch {
-	case file.Version != CheckpointVersion && file.Version != 1:
-		return nil, fmt.Errorf("version %d, this driver reads 1 and %d", file.Version, CheckpointVersion)
+	case file.Version < 1 || file.Version > CheckpointVersion:
+		return nil, fmt.Errorf("version %d, this driver reads 1 to %d", file.Version, CheckpointVersion)
 	case file.Driver != DriverName:
 		return nil, fmt.Errorf("written for driver %q, not %s", file.Driver, DriverName)
 	}
@@ -268,8 +279,19 @@ func validPrepared(uid string, p Prepared, version int) error {
 		if want := CDIDevice(uid, d.Device); d.CDIDevice != want {
 			return fmt.Errorf("device %q: CDI device %q is not %q", d.Device, d.CDIDevice, want)
 		}
+		if d.ShareID != "" && ValidUID(d.ShareID) != nil || d.Memory < 0 {
+			return fmt.Errorf("device %q: share %q of %d bytes", d.Device, d.ShareID, d.Memory)
+		}
+	}
+	// Request names become file names.
+	for req := range p.Metadata {
+		if msgs := validation.IsDNS1123Label(req); len(msgs) > 0 {
+			return fmt.Errorf("metadata of request %q: %s", req, msgs[0])
+		}
 	}
 	switch {
+	case version < 3 && (len(p.Metadata) > 0 || slices.ContainsFunc(p.Devices, func(d PreparedDevice) bool { return d.ShareID != "" || d.Memory != 0 })):
+		return fmt.Errorf("a share or metadata in a version %d checkpoint", version)
 	case version == 1 && p.Spec != nil:
 		return errors.New("a spec in a version 1 checkpoint")
 	case version == 1:

@@ -92,7 +92,7 @@ func TestCheckpointHostile(t *testing.T) {
 		{"cut", write(string(valid[:len(valid)/2])), "not a checkpoint: unexpected EOF"},
 		{"two objects", write(string(valid) + string(valid)), "not a checkpoint: data after the JSON object"},
 		{"unknown field", write(`{"version":1,"driver":"gpu.wsl-gpu-hook.dev","claims":{},"checksum":"","extra":1}`), `not a checkpoint: json: unknown field "extra"`},
-		{"version", write(strings.Replace(string(valid), `"version": 2`, `"version": 3`, 1)), "version 3, this driver reads 1 and 2"},
+		{"version", write(strings.Replace(string(valid), `"version": 3`, `"version": 4`, 1)), "version 4, this driver reads 1 to 3"},
 		{"driver", write(strings.Replace(string(valid), `"driver": "gpu.wsl-gpu-hook.dev"`, `"driver": "gpu.nvidia.com"`, 1)), `written for driver "gpu.nvidia.com", not gpu.wsl-gpu-hook.dev`},
 		{"edited", write(strings.Replace(string(valid), "0x4486d1", "0x4486d2", 1)), "checksum mismatch: the file was changed or cut since the driver wrote it"},
 		{"path in UID", resign(func(p *Prepared) string { return "../../etc" }), `claim "../../etc": claim UID "../../etc": want lowercase letters, digits and '-'`},
@@ -104,7 +104,18 @@ func TestCheckpointHostile(t *testing.T) {
 			`claim "` + uid1 + `": device "A/B": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`},
 		{"no devices", resign(func(p *Prepared) string { p.Devices = nil; return uid1 }), `claim "` + uid1 + `": no devices`},
 		{"no spec", resign(func(p *Prepared) string { p.Spec = nil; return uid1 }), `claim "` + uid1 + `": no spec`},
-		{"spec in version 1", write(strings.Replace(string(valid), `"version": 2`, `"version": 1`, 1)), `claim "` + uid1 + `": a spec in a version 1 checkpoint`},
+		{"spec in version 1", write(strings.Replace(string(valid), `"version": 3`, `"version": 1`, 1)), `claim "` + uid1 + `": a spec in a version 1 checkpoint`},
+		{"share in version 2", func(path string) {
+			resign(func(p *Prepared) string { p.Devices[0].ShareID, p.Devices[0].Memory = uid2, 1<<30; return uid1 })(path)
+			data, _ := os.ReadFile(path)
+			os.WriteFile(path, []byte(strings.Replace(string(data), `"version": 3`, `"version": 2`, 1)), 0o600)
+		}, `claim "` + uid1 + `": a share or metadata in a version 2 checkpoint`},
+		{"bad share", resign(func(p *Prepared) string { p.Devices[0].ShareID = "A/../b"; return uid1 }),
+			`claim "` + uid1 + `": device "nvidia-2520-3a5c17aa-0": share "A/../b" of 0 bytes`},
+		{"negative memory", resign(func(p *Prepared) string { p.Devices[0].Memory = -1; return uid1 }),
+			`claim "` + uid1 + `": device "nvidia-2520-3a5c17aa-0": share "" of -1 bytes`},
+		{"metadata request a path", resign(func(p *Prepared) string { p.Metadata = map[string]string{"../../etc/x": "{}"}; return uid1 }),
+			`claim "` + uid1 + `": metadata of request "../../etc/x": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`},
 		{"spec of another kind", resign(func(p *Prepared) string { p.Spec.Kind = "nvidia.com/gpu"; return uid1 }), `claim "` + uid1 + `": spec of kind "nvidia.com/gpu", not gpu.wsl-gpu-hook.dev/claim`},
 		{"spec of another claim", resign(func(p *Prepared) string { p.Spec.Devices[0].Name = uid2 + "-" + nvDev; return uid1 }),
 			`claim "` + uid1 + `": spec devices [` + uid2 + `-` + nvDev + `], not the claim's [` + uid1 + `-` + nvDev + `]`},
@@ -293,15 +304,16 @@ func TestCheckpointVersion1(t *testing.T) {
 	}
 
 	inv := inventory(t, "nvidia-laptop")
-	plan, err := PlanPrepare(claim(uid1, ours("gpu", nvDev)), pool, Track(nil, inv, nil, t0), inv, nil, specOpt)
+	bare := old
+	// What a version 1 prepare wrote: the selection, none of what sharing
+	// and the metadata added since.
+	want.Spec, err = cdispec.Transient(CDIKind, []cdispec.Named{{Name: uid1 + "-" + nvDev, Selection: cdiselect.Selection{LUID: dxcore.LUID{Low: 0x4486d1}, Index: -1}}}, inv, specOpt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bare := plan.Prepared
-	bare.Spec = nil
 	rebuilt, err := RebuildSpec(uid1, bare, inv, specOpt)
-	if err != nil || !reflect.DeepEqual(rebuilt, plan.Prepared) {
-		t.Errorf("RebuildSpec = %+v, %v\nwant %+v", rebuilt.Spec, err, plan.Prepared.Spec)
+	if err != nil || !reflect.DeepEqual(rebuilt, want) {
+		t.Errorf("RebuildSpec = %+v, %v\nwant %+v", rebuilt.Spec, err, want.Spec)
 	}
 	bare.Devices = slices.Clone(bare.Devices)
 	bare.Devices[0].LUID = "0x0"

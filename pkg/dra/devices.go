@@ -7,12 +7,10 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 )
 
 // DriverName is the DRA driver's name: the domain of its attributes and
@@ -158,17 +156,18 @@ const (
 const maxString = resourceapi.DeviceAttributeMaxValueLength
 
 // Slice is what the driver publishes for devs: one API device each, with
-// the attributes and capacity above and, for a device that cannot be
-// prepared, a NoSchedule taint whose value is the reason.
-func Slice(devs []Device) []resourceapi.Device {
+// the attributes and capacity above, its memory shared under s and, for a
+// device that cannot be prepared, a NoSchedule taint whose value is the
+// reason.
+func Slice(devs []Device, s Sharing) []resourceapi.Device {
 	out := make([]resourceapi.Device, 0, len(devs))
 	for _, d := range devs {
-		out = append(out, apiDevice(d))
+		out = append(out, apiDevice(d, s))
 	}
 	return out
 }
 
-func apiDevice(d Device) resourceapi.Device {
+func apiDevice(d Device, s Sharing) resourceapi.Device {
 	a := d.Adapter
 	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 		AttrVendor:      {StringValue: ptr.To(string(a.Vendor))},
@@ -197,24 +196,13 @@ func apiDevice(d Device) resourceapi.Device {
 	if v := WDDMVersion(a.WDDMVersion); v != "" {
 		attrs[AttrWDDM] = resourceapi.DeviceAttribute{VersionValue: ptr.To(v)}
 	}
-	// Only hybrid laptops say which GPU is integrated; elsewhere the
-	// attribute is absent rather than guessed (select with
-	// .?integrated.orValue(false)).
-	switch {
-	case a.Type&dxcore.TypeHybridIntegrate != 0:
-		attrs[AttrIntegrated] = resourceapi.DeviceAttribute{BoolValue: ptr.To(true)}
-	case a.Type&dxcore.TypeHybridDiscrete != 0:
-		attrs[AttrIntegrated] = resourceapi.DeviceAttribute{BoolValue: ptr.To(false)}
+	if v, ok := integrated(a); ok {
+		attrs[AttrIntegrated] = resourceapi.DeviceAttribute{BoolValue: ptr.To(v)}
 	}
-	dev := resourceapi.Device{
-		Name:       d.Name,
-		Attributes: attrs,
-		Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-			// Always published, 0 when the host does not say: a selector
-			// on memory must not fail on a device without it.
-			CapacityMemory: {Value: *resource.NewQuantity(int64(min(a.Memory.DedicatedVideo, 1<<62)), resource.BinarySI)},
-		},
-	}
+	dev := resourceapi.Device{Name: d.Name, Attributes: attrs, Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{}}
+	// Always published, 0 when the host does not say: a selector on
+	// memory must not fail on a device without it.
+	s.share(&dev, Memory(a))
 	if d.Reason != "" {
 		t := resourceapi.DeviceTaint{Key: TaintKey, Value: d.Reason, Effect: resourceapi.DeviceTaintEffectNoSchedule}
 		if !d.Since.IsZero() {

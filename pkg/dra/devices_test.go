@@ -3,9 +3,11 @@ package dra
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +27,7 @@ func TestSliceNvidiaLaptop(t *testing.T) {
 	if got, want := names(devs), []string{"intel-9a49-22d817aa-0", "nvidia-2520-3a5c17aa-0"}; !slices.Equal(got, want) {
 		t.Fatalf("names = %v, want %v", got, want)
 	}
-	api := Slice(devs)
+	api := Slice(devs, share)
 	nv := api[1]
 	str := func(name resourceapi.QualifiedName) string {
 		if a, ok := nv.Attributes[name]; ok && a.StringValue != nil {
@@ -72,7 +74,7 @@ func TestSliceSnapdragon(t *testing.T) {
 	if got, want := names(devs), []string{"qualcomm-36334330-00000000-0", "qualcomm-41304430-00000000-0"}; !slices.Equal(got, want) {
 		t.Fatalf("names = %v, want %v", got, want)
 	}
-	api := Slice(devs)
+	api := Slice(devs, share)
 	for i, want := range []struct {
 		device, acpi string
 		computeOnly  bool
@@ -88,19 +90,107 @@ func TestSliceSnapdragon(t *testing.T) {
 		}
 	}
 	// PCI adapters carry no ACPI id.
-	for _, d := range Slice(Track(nil, inventory(t, "nvidia-laptop"), nil, t0)) {
+	for _, d := range Slice(Track(nil, inventory(t, "nvidia-laptop"), nil, t0), share) {
 		if a, ok := d.Attributes[AttrACPIID]; ok {
 			t.Errorf("%s: acpiID = %+v on a PCI adapter", d.Name, a)
 		}
 	}
 }
 
-// A desktop host says nothing about integration: the attribute is absent,
-// not guessed.
-func TestSliceIntegratedOnlyWhereHostSays(t *testing.T) {
-	for _, d := range Slice(Track(nil, inventory(t, "intel-arc-desktop"), nil, t0)) {
-		if _, ok := d.Attributes[AttrIntegrated]; ok {
-			t.Errorf("%s has integrated = %v; the host did not say", d.Name, d.Attributes[AttrIntegrated])
+// Where the host says nothing of integration (no hybrid laptop), an
+// adapter that owns only a carve-out is integrated and one with memory of
+// its own is not; a software adapter is neither.
+func TestSliceIntegrated(t *testing.T) {
+	warp := inventory(t, "amd-desktop")
+	warp.Adapters[0].Type |= 0x4 // software
+	for _, tt := range []struct {
+		name string
+		inv  *driverstore.Inventory
+		want map[string]string
+	}{
+		{"desktop", inventory(t, "intel-arc-desktop"), map[string]string{"intel-a780-d0001458-0": "true", "intel-56a0-10208086-0": "false"}},
+		{"hybrid laptop", inventory(t, "nvidia-laptop"), map[string]string{igDev: "true", nvDev: "false"}},
+		{"meteor lake", inventory(t, "intel-npu"), map[string]string{"intel-7d55-0c111028-0": "true", "intel-7d1d-0c111028-0": "true"}},
+		{"software", warp, map[string]string{"amd-744c-0e3b1002-0": "absent"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, d := range Slice(Track(nil, tt.inv, nil, t0), share) {
+				got := "absent"
+				if a, ok := d.Attributes[AttrIntegrated]; ok {
+					got = strconv.FormatBool(*a.BoolValue)
+				}
+				if got != tt.want[d.Name] {
+					t.Errorf("%s integrated = %s, want %s", d.Name, got, tt.want[d.Name])
+				}
+			}
+		})
+	}
+}
+
+// Sharing publishes each adapter's memory with a request policy the API
+// server accepts: min and step of one step, the default rounded up to a
+// step, the capacity rounded down to one (so a claim asking for all of
+// it asks a valid amount); an integrated GPU's memory is its budget of
+// system memory; an adapter with less than two steps is not shared.
+func TestSliceSharing(t *testing.T) {
+	const mi = 1 << 20
+	small := inventory(t, "amd-desktop")
+	small.Adapters[0].Memory.DedicatedVideo = 600 * mi // one step left after min
+	odd := inventory(t, "amd-desktop")
+	odd.Adapters[0].Memory.DedicatedVideo = 5981 * mi
+	tiny := inventory(t, "amd-desktop")
+	tiny.Adapters[0].Memory.DedicatedVideo, tiny.Adapters[0].Memory.SharedSystem = 128*mi, 300*mi
+	type dev struct {
+		memory, def string
+		shared      bool
+	}
+	for _, tt := range []struct {
+		name  string
+		inv   *driverstore.Inventory
+		share Sharing
+		want  map[string]dev
+	}{
+		{"laptop", inventory(t, "nvidia-laptop"), share, map[string]dev{nvDev: {"6Gi", "1Gi", true}, igDev: {"8Gi", "1Gi", true}}},
+		{"laptop, sharing off", inventory(t, "nvidia-laptop"), Sharing{}, map[string]dev{nvDev: {"6Gi", "", false}, igDev: {"8320Mi", "", false}}},
+		{"odd size", odd, share, map[string]dev{"amd-744c-0e3b1002-0": {"5888Mi", "1Gi", true}}},
+		{"default above the device", small, share, map[string]dev{"amd-744c-0e3b1002-0": {"512Mi", "512Mi", true}}},
+		{"default between steps", inventory(t, "amd-desktop"), Sharing{Step: 256 * mi, Default: 1000 * mi}, map[string]dev{"amd-744c-0e3b1002-0": {"24Gi", "1Gi", true}}},
+		{"less than two steps", tiny, share, map[string]dev{"amd-744c-0e3b1002-0": {"428Mi", "", false}}},
+		{"NPU", inventory(t, "intel-npu"), share, map[string]dev{"intel-7d55-0c111028-0": {"8Gi", "1Gi", true}, "intel-7d1d-0c111028-0": {"8Gi", "1Gi", true}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, d := range Slice(Track(nil, tt.inv, nil, t0), tt.share) {
+				c := d.Capacity[CapacityMemory]
+				got := dev{memory: c.Value.String(), shared: d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations}
+				if p := c.RequestPolicy; p != nil {
+					got.def = p.Default.String()
+					if p.ValidRange == nil || p.ValidRange.Min.String() != "256Mi" || p.ValidRange.Step.String() != "256Mi" || p.ValidRange.Max != nil || p.ValidValues != nil {
+						t.Errorf("%s: policy %+v, want min and step 256Mi", d.Name, p)
+					}
+				}
+				if got != tt.want[d.Name] {
+					t.Errorf("%s: %+v, want %+v", d.Name, got, tt.want[d.Name])
+				}
+				if got.shared != (c.RequestPolicy != nil) {
+					t.Errorf("%s: a request policy without multiple allocations (the API refuses it)", d.Name)
+				}
+			}
+		})
+	}
+}
+
+func TestSharingValidate(t *testing.T) {
+	for _, tt := range []struct {
+		s    Sharing
+		want string
+	}{
+		{Sharing{}, ""},
+		{share, ""},
+		{Sharing{Step: 1 << 28}, "memory default 0 with step 268435456: a claim that asks nothing must consume something, or any number would fit"},
+		{Sharing{Step: -1, Default: 1}, "memory step -1 and default 1: want 0 or more"},
+	} {
+		if err := tt.s.Validate(); fmt.Sprint(err) != tt.want && !(err == nil && tt.want == "") {
+			t.Errorf("%+v.Validate() = %v, want %q", tt.s, err, tt.want)
 		}
 	}
 }
@@ -110,7 +200,7 @@ func TestSliceLimits(t *testing.T) {
 	inv.Adapters[0].Description = strings.Repeat("é", 40) // 80 bytes
 	inv.Adapters[0].Folder = strings.Repeat("f", 65)
 	inv.Adapters[0].WDDMVersion = 0
-	d := Slice(Track(nil, inv, nil, t0))[0]
+	d := Slice(Track(nil, inv, nil, t0), share)[0]
 	if got := *d.Attributes[AttrDescription].StringValue; got != strings.Repeat("é", 32) {
 		t.Errorf("description = %q (%d bytes), want 32 runes cut at a rune boundary", got, len(got))
 	}
@@ -138,7 +228,7 @@ func TestTrack(t *testing.T) {
 	if want := "device intel-9a49-22d817aa-0 (Intel(R) Iris(R) Xe Graphics, LUID 0x1a1d77): the host no longer lists this adapter: it was removed or disabled in Windows, or WSL was restarted: reallocate the claim"; igpu.Problem != want {
 		t.Errorf("problem = %q\nwant %q", igpu.Problem, want)
 	}
-	taints := Slice(gone)[1].Taints
+	taints := Slice(gone, share)[1].Taints
 	if len(taints) != 1 || taints[0].Key != TaintKey || taints[0].Value != ReasonGone || taints[0].Effect != resourceapi.DeviceTaintEffectNoSchedule || !taints[0].TimeAdded.Time.Equal(t0.Add(time.Minute)) {
 		t.Errorf("taints = %+v", taints)
 	}
@@ -147,12 +237,12 @@ func TestTrack(t *testing.T) {
 	}
 	// Still gone later: the taint keeps its time, so the slice is unchanged.
 	again := Track(gone, without(laptop, 0), nil, t0.Add(time.Hour))
-	if !reflect.DeepEqual(Slice(again), Slice(gone)) {
-		t.Errorf("slice changed while nothing did:\n%+v\n%+v", Slice(again), Slice(gone))
+	if !reflect.DeepEqual(Slice(again, share), Slice(gone, share)) {
+		t.Errorf("slice changed while nothing did:\n%+v\n%+v", Slice(again, share), Slice(gone, share))
 	}
 	// It returns: no taint.
 	back := Track(again, laptop, nil, t0.Add(2*time.Hour))
-	if !reflect.DeepEqual(Slice(back), Slice(devs)) {
+	if !reflect.DeepEqual(Slice(back, share), Slice(devs, share)) {
 		t.Errorf("slice after return differs from the first")
 	}
 
@@ -199,7 +289,7 @@ var selectors = []struct {
   device.capacity["gpu.wsl-gpu-hook.dev"].memory.compareTo(quantity("8Gi")) >= 0`, map[string][]string{
 		"nvidia-laptop": nil, "compute-only": {"nvidia-20b0-145010de-0"}}},
 	{"not integrated", `!device.attributes["gpu.wsl-gpu-hook.dev"].?integrated.orValue(false)`, map[string][]string{
-		"nvidia-laptop": {"nvidia-2520-3a5c17aa-0"}, "intel-arc-desktop": {"intel-a780-d0001458-0", "intel-56a0-10208086-0"}}},
+		"nvidia-laptop": {"nvidia-2520-3a5c17aa-0"}, "intel-arc-desktop": {"intel-56a0-10208086-0"}}},
 	{"by driver version", `device.attributes["gpu.wsl-gpu-hook.dev"].driverVersion == "32.0.15.6094"`, map[string][]string{
 		"nvidia-laptop": {"nvidia-2520-3a5c17aa-0"}, "amd-desktop": nil}},
 	{"WDDM 3.1 or later", `device.attributes["gpu.wsl-gpu-hook.dev"].wddmVersion.isGreaterThan(semver("3.0.0"))`, map[string][]string{
@@ -217,7 +307,7 @@ func TestSelectors(t *testing.T) {
 			}
 			for profile, want := range s.want {
 				var got []string
-				for _, d := range Slice(Track(nil, inventory(t, profile), nil, t0)) {
+				for _, d := range Slice(Track(nil, inventory(t, profile), nil, t0), share) {
 					ok, _, err := prog.DeviceMatches(context.Background(), dracel.Device{Driver: DriverName, Attributes: d.Attributes, Capacity: d.Capacity})
 					if err != nil {
 						t.Errorf("%s on %s/%s: %v", s.name, profile, d.Name, err)

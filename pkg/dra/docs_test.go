@@ -56,7 +56,7 @@ func TestChartGPUClass(t *testing.T) {
 			inv = inventory(t, tt.profile)
 		}
 		var got []string
-		for _, d := range Slice(Track(nil, inv, nil, t0)) {
+		for _, d := range Slice(Track(nil, inv, nil, t0), share) {
 			ok, _, err := prog.DeviceMatches(context.Background(), dracel.Device{Driver: DriverName, Attributes: d.Attributes, Capacity: d.Capacity})
 			if err != nil {
 				t.Errorf("%s/%s: %v", tt.profile, d.Name, err)

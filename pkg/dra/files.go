@@ -62,13 +62,24 @@ func RemoveSpec(path string) error {
 	return os.Remove(path)
 }
 
+// RemoveMetadata removes the metadata files of the claim uid from dir
+// (the driver's own: nothing else lives there). A missing dir is not an
+// error.
+func RemoveMetadata(dir, uid string) error {
+	if err := ValidUID(uid); err != nil {
+		return err
+	}
+	return os.RemoveAll(filepath.Join(dir, uid))
+}
+
 // RemoveAll removes what the driver wrote on the node, for an uninstall
 // (never for a mere stop: the pods that run keep their claims): every
 // file in cdiDir of a claim spec's name and kind, which covers every spec
 // the checkpoint records (it holds no other name) and any a lost
-// checkpoint forgot, the checkpoint and its moved-aside copies. It needs
-// no readable checkpoint, goes on past a failure and returns them all.
-func RemoveAll(cdiDir, checkpoint string) error {
+// checkpoint forgot, the claims' metadata dir, the checkpoint and its
+// moved-aside copies. It needs no readable checkpoint, goes on past a
+// failure and returns them all.
+func RemoveAll(cdiDir, metadataDir, checkpoint string) error {
 	var errs []error
 	entries, err := os.ReadDir(cdiDir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -80,6 +91,7 @@ func RemoveAll(cdiDir, checkpoint string) error {
 			errs = append(errs, RemoveSpec(filepath.Join(cdiDir, name)))
 		}
 	}
+	errs = append(errs, os.RemoveAll(metadataDir))
 	copies, err := corruptCopies(checkpoint)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, err)

@@ -22,8 +22,9 @@ func tree(t *testing.T, dir string) []string {
 }
 
 // RemoveAll removes every claim spec (the checkpoint's and any other of a
-// claim spec's name and kind), the checkpoint and its moved-aside copies,
-// and nothing else; a corrupt checkpoint does not stop it.
+// claim spec's name and kind), the claims' metadata files, the checkpoint
+// and its moved-aside copies, and nothing else; a corrupt checkpoint does
+// not stop it.
 func TestRemoveAll(t *testing.T) {
 	const uid3 = "0a0b0c0d-0000-4000-8000-000000000003"
 	for _, corrupt := range []bool{false, true} {
@@ -53,13 +54,18 @@ func TestRemoveAll(t *testing.T) {
 			for n, data := range keep {
 				os.WriteFile(filepath.Join(cdiDir, n), []byte(data), 0o644)
 			}
+			meta := filepath.Join(pluginDir, "claims")
+			for _, uid := range []string{uid1, uid3} {
+				os.MkdirAll(filepath.Join(meta, uid), 0o755)
+				os.WriteFile(MetadataFile(meta, uid, "gpu"), []byte("{}"), 0o644)
+			}
 			os.WriteFile(ckpt+".corrupt-20261126T040000.000000000Z", []byte("old"), 0o600)
 			os.WriteFile(filepath.Join(pluginDir, "dra.sock"), nil, 0o600)
 			if corrupt {
 				os.WriteFile(ckpt, []byte("{"), 0o600)
 			}
 
-			if err := RemoveAll(cdiDir, ckpt); err != nil {
+			if err := RemoveAll(cdiDir, meta, ckpt); err != nil {
 				t.Errorf("RemoveAll = %v", err)
 			}
 			if got, want := tree(t, cdiDir), []string{"nvidia.com-gpu_wsl-gpu-hook.json", "nvidia.yaml", "wsl-gpu-hook.dev-gpu.json"}; !slices.Equal(got, want) {
@@ -79,7 +85,7 @@ func TestRemoveAll(t *testing.T) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, SpecFile(uid1))
 		os.WriteFile(path, []byte(`{"kind":"nvidia.com/gpu"}`), 0o644)
-		err := RemoveAll(dir, filepath.Join(dir, "checkpoint.json"))
+		err := RemoveAll(dir, filepath.Join(dir, "claims"), filepath.Join(dir, "checkpoint.json"))
 		if err == nil || err.Error() != path+" is not a gpu.wsl-gpu-hook.dev/claim spec: not removing what the driver did not write" {
 			t.Errorf("RemoveAll = %v", err)
 		}
@@ -89,7 +95,7 @@ func TestRemoveAll(t *testing.T) {
 	})
 	t.Run("nothing there", func(t *testing.T) {
 		dir := t.TempDir()
-		if err := RemoveAll(filepath.Join(dir, "cdi"), filepath.Join(dir, "plugin", "checkpoint.json")); err != nil {
+		if err := RemoveAll(filepath.Join(dir, "cdi"), filepath.Join(dir, "plugin", "claims"), filepath.Join(dir, "plugin", "checkpoint.json")); err != nil {
 			t.Errorf("RemoveAll on an empty node = %v, want nil", err)
 		}
 	})

@@ -65,3 +65,9 @@ func names(devs []Device) []string {
 	}
 	return out
 }
+
+// share is the chart's default: 1Gi per claim that asks nothing, 256Mi steps.
+var share = Sharing{Step: 256 << 20, Default: 1 << 30}
+
+// node is a node whose claims' files go where the chart puts them.
+var node = Node{Pool: pool, Spec: specOpt, MetadataDir: "/var/lib/kubelet/plugins/gpu.wsl-gpu-hook.dev/claims", Sharing: share}

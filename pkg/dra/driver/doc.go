@@ -5,11 +5,12 @@
 // claims' CDI specs and keeps the checkpoint.
 //
 // At start and at each re-list it rewrites, from the checkpoint, every
-// prepared claim's spec that is missing or differs from what the
-// checkpoint records, one line per file: the kubelet prepares a claim once
-// per pod, so a spec lost under a running pod would otherwise fail every
-// later start of its containers ("unresolvable CDI devices"). Files of
-// names the checkpoint does not record are never touched.
+// prepared claim's spec and metadata file that is missing or differs from
+// what the checkpoint records, one line per file: the kubelet prepares a
+// claim once per pod, so a spec lost under a running pod would otherwise
+// fail every later start of its containers ("unresolvable CDI devices"),
+// and a lost metadata file the mount of it. Files of names the checkpoint
+// does not record are never touched.
 //
 // Every gRPC call is serialized by the library; the Driver's own mutex
 // also orders them against the refresh loop.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/utils/ptr"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dra"
@@ -28,6 +29,11 @@ type Config struct {
 	CDIDir string
 	// Checkpoint is the checkpoint file's path.
 	Checkpoint string
+	// MetadataDir holds the claims' metadata files (KEP-5304), at the
+	// same path on the host, which the specs mount into containers.
+	MetadataDir string
+	// Sharing is how claims share a device by its memory.
+	Sharing dra.Sharing
 	// List lists the host's adapters.
 	List func() (*driverstore.Inventory, error)
 	// Spec is what the claims' specs point at (node, lib dir, hook).
@@ -61,8 +67,9 @@ type Driver struct {
 	cp        *dra.Checkpoint
 	published []resourceapi.Device
 	pub       Publisher
-	// healErr is the last failure to heal each claim's spec, logged once.
-	healErr map[string]string
+	// healErr is the last failures to heal each claim's files, each
+	// logged once.
+	healErr map[string][]string
 	// changed is closed and replaced whenever the devices change, waking
 	// every health watcher.
 	changed chan struct{}
@@ -87,7 +94,7 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.LoadCheckpoint == nil {
 		cfg.LoadCheckpoint = dra.LoadCheckpoint
 	}
-	d := &Driver{cfg: cfg, changed: make(chan struct{}), healErr: map[string]string{}}
+	d := &Driver{cfg: cfg, changed: make(chan struct{}), healErr: map[string][]string{}}
 	cp, err := d.loadCheckpoint(ctx)
 	if err != nil {
 		return nil, err
@@ -200,7 +207,7 @@ func (d *Driver) publishLocked(ctx context.Context) error {
 	if d.pub == nil {
 		return nil
 	}
-	devices := dra.Slice(d.devs)
+	devices := dra.Slice(d.devs, d.cfg.Sharing)
 	if d.published != nil && reflect.DeepEqual(devices, d.published) {
 		return nil
 	}
@@ -242,11 +249,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 }
 
 func (d *Driver) prepareLocked(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
-	plan, err := dra.PlanPrepare(c, d.cfg.Pool, d.devs, d.inv, d.cp, d.cfg.Spec)
-	if err != nil {
-		return nil, err
-	}
-	data, err := plan.Prepared.SpecData()
+	plan, err := dra.PlanPrepare(c, d.node(), d.devs, d.inv, d.cp)
 	if err != nil {
 		return nil, err
 	}
@@ -266,17 +269,39 @@ func (d *Driver) prepareLocked(c *resourceapi.ResourceClaim) ([]kubeletplugin.De
 			return nil, err
 		}
 	}
-	if _, err := ensureSpec(filepath.Join(d.cfg.CDIDir, plan.Prepared.SpecFile), data); err != nil {
+	if err := d.writeFiles(plan.UID, plan.Prepared); err != nil {
 		return nil, fmt.Errorf("claim %s/%s: %w", c.Namespace, c.Name, err)
 	}
 	devs := make([]kubeletplugin.Device, 0, len(plan.Prepared.Devices))
 	for _, pd := range plan.Prepared.Devices {
-		devs = append(devs, kubeletplugin.Device{
+		dev := kubeletplugin.Device{
 			Requests: []string{pd.Request}, PoolName: pd.Pool, DeviceName: pd.Device,
 			CDIDeviceIDs: []string{pd.CDIDevice},
-		})
+		}
+		if pd.ShareID != "" {
+			dev.ShareID = ptr.To(types.UID(pd.ShareID))
+		}
+		devs = append(devs, dev)
 	}
 	return devs, nil
+}
+
+func (d *Driver) node() dra.Node {
+	return dra.Node{Pool: d.cfg.Pool, Spec: d.cfg.Spec, MetadataDir: d.cfg.MetadataDir, Sharing: d.cfg.Sharing}
+}
+
+// writeFiles makes the claim's spec and metadata files hold what p
+// records, writing only what differs.
+func (d *Driver) writeFiles(uid string, p dra.Prepared) error {
+	for _, f := range d.claimFiles(uid, p) {
+		if f.err != nil {
+			return f.err
+		}
+		if _, err := f.ensure(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // UnprepareResourceClaims removes each claim's spec and its checkpoint
@@ -305,6 +330,9 @@ func (d *Driver) unprepareLocked(uid string) error {
 		return err
 	}
 	if err := dra.RemoveSpec(filepath.Join(d.cfg.CDIDir, dra.SpecFile(uid))); err != nil {
+		return err
+	}
+	if err := dra.RemoveMetadata(d.cfg.MetadataDir, uid); err != nil {
 		return err
 	}
 	if _, ok := d.cp.Claims[uid]; !ok {
@@ -361,7 +389,8 @@ func (d *Driver) healthLocked() kubeletplugin.DeviceHealthReport {
 }
 
 // RemoveAll removes what the driver wrote on the node (dra.RemoveAll:
-// the claims' specs, the checkpoint and its moved-aside copies) and
+// the claims' specs and metadata files, the checkpoint and its
+// moved-aside copies) and
 // forgets its claims, so that no re-list writes their specs again. It is
 // for an uninstall only: at a mere stop the pods that hold claims keep
 // running, and their containers' next starts need the specs.
@@ -369,5 +398,5 @@ func (d *Driver) RemoveAll() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.cp.Claims = map[string]dra.Prepared{}
-	return dra.RemoveAll(d.cfg.CDIDir, d.cfg.Checkpoint)
+	return dra.RemoveAll(d.cfg.CDIDir, d.cfg.MetadataDir, d.cfg.Checkpoint)
 }

@@ -17,11 +17,13 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/utils/ptr"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
@@ -91,9 +93,9 @@ func removeAdapter(i int) func(inv *driverstore.Inventory) {
 }
 
 type env struct {
-	host         *host
-	cdiDir, ckpt string
-	log          *logBuf
+	host               *host
+	cdiDir, ckpt, meta string
+	log                *logBuf
 }
 
 // logBuf is the driver's log, read by the tests.
@@ -124,14 +126,16 @@ func (l *logBuf) lines() []string {
 
 func newEnv(t *testing.T) *env {
 	dir := t.TempDir()
-	e := &env{host: newHost(t), cdiDir: filepath.Join(dir, "cdi"), ckpt: filepath.Join(dir, "plugin", "checkpoint.json"), log: &logBuf{}}
+	e := &env{host: newHost(t), cdiDir: filepath.Join(dir, "cdi"), ckpt: filepath.Join(dir, "plugin", "checkpoint.json"),
+		meta: filepath.Join(dir, "plugin", "claims"), log: &logBuf{}}
 	return e
 }
 
 func (e *env) config() Config {
 	return Config{
-		Pool: node, CDIDir: e.cdiDir, Checkpoint: e.ckpt, List: e.host.list,
-		Spec: cdispec.Options{Device: devnode.Node{Path: "/dev/dxg"}, LibDir: "/usr/lib/wsl/lib", HookPath: "/usr/local/bin/wsl-gpu-hook"},
+		Pool: node, CDIDir: e.cdiDir, Checkpoint: e.ckpt, MetadataDir: e.meta, List: e.host.list,
+		Sharing: dra.Sharing{Step: 256 << 20, Default: 1 << 30},
+		Spec:    cdispec.Options{Device: devnode.Node{Path: "/dev/dxg"}, LibDir: "/usr/lib/wsl/lib", HookPath: "/usr/local/bin/wsl-gpu-hook"},
 		Log: slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 			if a.Key == slog.TimeKey {
 				return slog.Attr{}
@@ -434,7 +438,7 @@ func TestExclusive(t *testing.T) {
 	}
 	d := e.driver(t)
 	r := prepare(t, d, claim(uid2, "second", nvDev))
-	if r.Err == nil || r.Err.Error() != "claim default/second: device "+nvDev+" is already prepared for claim default/first: one device serves one claim; to share it, let the pods reference one ResourceClaim" {
+	if r.Err == nil || r.Err.Error() != "claim default/second: device "+nvDev+" is already prepared for claim default/first, and one of the two has it alone: to share an adapter, ask for part of its memory (capacity.requests.memory) with the driver's sharing on, or let the pods reference one ResourceClaim" {
 		t.Errorf("second claim = %+v", r)
 	}
 	if err := unprepare(t, d, uid1, "first"); err != nil {
@@ -535,4 +539,73 @@ func TestPrepareOpaqueParameters(t *testing.T) {
 	c.Status.Allocation.Devices.Config = []resourceapi.DeviceAllocationConfiguration{{Source: resourceapi.AllocationConfigSourceClass,
 		DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: dra.DriverName, Parameters: runtime.RawExtension{Raw: []byte(`{}`)}}}}}
 	e.refused(t, prepare(t, d, c), "claim default/gpu: opaque parameters for driver gpu.wsl-gpu-hook.dev (from its DeviceClass, for every request) are not understood: the driver takes no parameters: remove the opaque config and select the adapter with CEL selectors on its attributes")
+}
+
+// shareClaim is a claim with a share of device, as the scheduler
+// allocates one on a device that allows multiple allocations.
+func shareClaim(uid, name, device, shareID, memory string) *resourceapi.ResourceClaim {
+	c := claim(uid, name, device)
+	r := &c.Status.Allocation.Devices.Results[0]
+	r.ShareID = ptr.To(types.UID(shareID))
+	r.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{dra.CapacityMemory: resource.MustParse(memory)}
+	return c
+}
+
+// Claims with shares of one device are all prepared, each with its share
+// ID for the kubelet and its metadata file; the answers survive a
+// restart; unprepare removes the claim's spec and metadata and leaves the
+// other's; a metadata file lost under a running pod is rewritten.
+func TestShares(t *testing.T) {
+	e := newEnv(t)
+	d := e.driver(t)
+	const s1, s2 = "5e5e5e5e-0000-4000-8000-000000000001", "5e5e5e5e-0000-4000-8000-000000000002"
+	a := prepare(t, d, shareClaim(uid1, "a", nvDev, s1, "1Gi"))
+	b := prepare(t, d, shareClaim(uid2, "b", nvDev, s2, "3Gi"))
+	for _, r := range []struct {
+		res   kubeletplugin.PrepareResult
+		share string
+	}{{a, s1}, {b, s2}} {
+		if r.res.Err != nil || len(r.res.Devices) != 1 || ptr.Deref(r.res.Devices[0].ShareID, "") != types.UID(r.share) {
+			t.Errorf("prepare = %+v, want share %s", r.res, r.share)
+		}
+	}
+	meta1, meta2 := dra.MetadataFile(e.meta, uid1, "gpu"), dra.MetadataFile(e.meta, uid2, "gpu")
+	data1, err1 := os.ReadFile(meta1)
+	_, err2 := os.ReadFile(meta2)
+	if err := errors.Join(err1, err2); err != nil || !strings.Contains(string(data1), `"shareID"`) {
+		t.Fatalf("metadata files: %v\n%s", err, data1)
+	}
+	if again := prepare(t, e.driver(t), shareClaim(uid1, "a", nvDev, s1, "1Gi")); !equalDevices(again.Devices, a.Devices) {
+		t.Errorf("prepare after a restart = %+v, want %+v", again, a)
+	}
+	cp, _ := dra.LoadCheckpoint(e.ckpt)
+	if got := cp.Promised(); got["0x4486d1"] != 4<<30 {
+		t.Errorf("promised = %v, want 4Gi on the NVIDIA adapter", got)
+	}
+
+	os.Remove(meta1)
+	e.log.lines()
+	if _, err := d.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(meta1); string(got) != string(data1) {
+		t.Errorf("metadata after a re-list:\n%s\nwant\n%s", got, data1)
+	}
+	want := `level=INFO msg="rewrote claim metadata" claim=default/a uid=` + uid1 + ` file=` + meta1 + ` was=missing`
+	if got := e.log.lines(); !slices.Contains(got, want) {
+		t.Errorf("log = %q\nwant %s", got, want)
+	}
+
+	if err := unprepare(t, d, uid1, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Dir(meta1)); !os.IsNotExist(err) {
+		t.Errorf("claim a's metadata dir after its unprepare: %v", err)
+	}
+	if _, err := os.Stat(meta2); err != nil {
+		t.Errorf("claim b's metadata after a's unprepare: %v", err)
+	}
+	if got := e.specs(t); !slices.Equal(got, []string{dra.SpecFile(uid2)}) {
+		t.Errorf("CDI dir = %v, want b's spec only", got)
+	}
 }

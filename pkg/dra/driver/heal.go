@@ -15,9 +15,10 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dra"
 )
 
-// ensureSpec makes path hold data, written atomically only when it does
-// not already. It returns what path held instead ("" when it held data).
-func ensureSpec(path string, data []byte) (string, error) {
+// ensureFile makes path (a claim's spec or metadata file) hold data,
+// written atomically only when it does not already. It returns what path
+// held instead ("" when it held data).
+func ensureFile(path string, data []byte) (string, error) {
 	cur, err := dra.ReadSpec(path)
 	var was string
 	switch {
@@ -31,18 +32,19 @@ func ensureSpec(path string, data []byte) (string, error) {
 		was = err.Error()
 	}
 	if err := atomicfile.Write(path, data, 0o644, atomicfile.Keep); err != nil {
-		return was, fmt.Errorf("write CDI spec: %w", err)
+		return was, err
 	}
 	return was, nil
 }
 
-// healLocked makes every prepared claim's spec file hold what the
-// checkpoint says prepare wrote, one line per file it rewrites. The
-// kubelet prepares a claim once per pod and never again while the pod
-// runs, so a spec deleted or changed under a running pod (a cleanup, an
-// operator, a tmpfs /var/run after a node reboot with pods kept) would
-// fail every later start of its containers as an unresolvable CDI device.
-// Files of names the checkpoint does not record are not touched.
+// healLocked makes every prepared claim's spec file and metadata files
+// hold what the checkpoint says prepare wrote, one line per file it
+// rewrites. The kubelet prepares a claim once per pod and never again
+// while the pod runs, so a file deleted or changed under a running pod (a
+// cleanup, an operator, a tmpfs /var/run after a node reboot with pods
+// kept) would fail every later start of its containers as an
+// unresolvable CDI device or a missing mount source. Files of names the
+// checkpoint does not record are not touched.
 func (d *Driver) healLocked() {
 	d.upgradeLocked()
 	for _, uid := range slices.Sorted(maps.Keys(d.cp.Claims)) {
@@ -50,28 +52,60 @@ func (d *Driver) healLocked() {
 		if p.Spec == nil {
 			continue // a version 1 claim not completed yet
 		}
-		data, err := p.SpecData()
-		path := filepath.Join(d.cfg.CDIDir, p.SpecFile)
-		var was string
-		if err == nil {
-			was, err = ensureSpec(path, data)
-		}
 		claim := p.Namespace + "/" + p.Name
-		switch {
-		case err != nil:
-			// Once per distinct failure: the re-list comes every few
-			// seconds.
-			if key := failure(was, err); d.healErr[uid] != key {
-				d.healErr[uid] = key
-				d.cfg.Log.Error("rewrite claim spec", "claim", claim, "uid", uid, "file", path, "was", was, "err", err)
+		var failed []string
+		for _, f := range d.claimFiles(uid, p) {
+			was, err := "", f.err
+			if err == nil {
+				was, err = f.ensure()
 			}
-		case was != "":
+			switch {
+			case err != nil:
+				// Once per distinct failure: the re-list comes every
+				// few seconds.
+				key := f.path + ": " + failure(was, err)
+				failed = append(failed, key)
+				if !slices.Contains(d.healErr[uid], key) {
+					d.cfg.Log.Error("rewrite claim "+f.what, "claim", claim, "uid", uid, "file", f.path, "was", was, "err", err)
+				}
+			case was != "":
+				d.cfg.Log.Info("rewrote claim "+f.what, "claim", claim, "uid", uid, "file", f.path, "was", was)
+			}
+		}
+		if failed == nil {
 			delete(d.healErr, uid)
-			d.cfg.Log.Info("rewrote claim spec", "claim", claim, "uid", uid, "file", path, "was", was)
-		default:
-			delete(d.healErr, uid)
+		} else {
+			d.healErr[uid] = failed
 		}
 	}
+}
+
+// claimFile is a file a prepared claim needs on the node, and what it
+// holds (err when that cannot be said).
+type claimFile struct {
+	what, desc string // spec or metadata, for the log and in errors
+	path       string
+	data       []byte
+	err        error
+}
+
+// ensure is ensureFile for f, its error saying which file it is.
+func (f claimFile) ensure() (string, error) {
+	was, err := ensureFile(f.path, f.data)
+	if err != nil {
+		return was, fmt.Errorf("write %s: %w", f.desc, err)
+	}
+	return was, nil
+}
+
+// claimFiles are the claim's spec and metadata files as p records them.
+func (d *Driver) claimFiles(uid string, p dra.Prepared) []claimFile {
+	spec, err := p.SpecData()
+	files := []claimFile{{"spec", "CDI spec", filepath.Join(d.cfg.CDIDir, p.SpecFile), spec, err}}
+	for _, req := range slices.Sorted(maps.Keys(p.Metadata)) {
+		files = append(files, claimFile{what: "metadata", desc: "device metadata", path: dra.MetadataFile(d.cfg.MetadataDir, uid, req), data: []byte(p.Metadata[req])})
+	}
+	return files
 }
 
 // failure is what tells one failure to heal a claim from another: the
@@ -112,8 +146,8 @@ func (d *Driver) upgradeLocked() {
 		}
 		up, rerr := dra.RebuildSpec(uid, p, d.inv, d.cfg.Spec)
 		if rerr != nil {
-			if key := failure("", rerr); d.healErr[uid] != key {
-				d.healErr[uid] = key
+			if key := failure("", rerr); !slices.Contains(d.healErr[uid], key) {
+				d.healErr[uid] = []string{key}
 				d.cfg.Log.Error("checkpoint version 1: rebuild the claim's spec", "claim", p.Namespace+"/"+p.Name, "uid", uid, "err", rerr)
 			}
 			continue

@@ -138,7 +138,7 @@ func TestHealSpecs(t *testing.T) {
 }
 
 // writeV1 rewrites the checkpoint as the version 1 driver wrote it: the
-// same claims without their specs.
+// same claims without their specs, shares or metadata.
 func writeV1(t *testing.T, path string) {
 	t.Helper()
 	cp, err := dra.LoadCheckpoint(path)
@@ -146,7 +146,11 @@ func writeV1(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	for uid, p := range cp.Claims {
-		p.Spec = nil
+		p.Spec, p.Metadata = nil, nil
+		p.Devices = slices.Clone(p.Devices)
+		for i := range p.Devices {
+			p.Devices[i].ShareID, p.Devices[i].Memory = "", 0
+		}
 		cp.Claims[uid] = p
 	}
 	claims, _ := json.Marshal(cp.Claims)
@@ -159,12 +163,23 @@ func writeV1(t *testing.T, path string) {
 
 // A version 1 checkpoint recorded no specs: a start records each claim's
 // spec as its file holds it (what its pods were given), or, with the file
-// gone, rebuilds it as prepare writes it now, and saves version 2.
+// gone, rebuilds it as a version 1 prepare wrote it, and saves the
+// current version.
 func TestHealVersion1(t *testing.T) {
 	e := newEnv(t)
 	d := e.driver(t)
-	path1, path2, spec1, spec2 := e.prepareTwo(t, d)
+	path1, path2, spec1, _ := e.prepareTwo(t, d)
 	writeV1(t, e.ckpt)
+	v1, err := dra.LoadCheckpoint(e.ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, _ := e.host.list()
+	rebuilt, err := dra.RebuildSpec(uid2, v1.Claims[uid2], inv, e.config().Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec2, _ := rebuilt.SpecData()
 	if data, _ := os.ReadFile(e.ckpt); strings.Contains(string(data), `"spec"`) || !strings.Contains(string(data), `"version": 1`) {
 		t.Fatalf("not a version 1 checkpoint:\n%s", data)
 	}
@@ -197,7 +212,7 @@ func TestHealVersion1(t *testing.T) {
 			t.Errorf("claim %s: saved spec = %s, %v", uid, got, err)
 		}
 	}
-	if data, _ := os.ReadFile(e.ckpt); !strings.Contains(string(data), `"version": 2`) {
-		t.Errorf("checkpoint not saved as version 2:\n%s", data)
+	if data, _ := os.ReadFile(e.ckpt); !strings.Contains(string(data), `"version": 3`) {
+		t.Errorf("checkpoint not saved as version 3:\n%s", data)
 	}
 }

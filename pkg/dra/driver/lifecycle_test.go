@@ -41,6 +41,10 @@ func TestStopLeavesFiles(t *testing.T) {
 	}
 	spec, _ := os.ReadFile(filepath.Join(e.cdiDir, dra.SpecFile(uid1)))
 	ckpt, _ := os.ReadFile(e.ckpt)
+	meta, err := os.ReadFile(dra.MetadataFile(e.meta, uid1, "gpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	watched := make(chan struct{})
 	go func() {
 		d.Watch(ctx, time.Hour)
@@ -59,10 +63,14 @@ func TestStopLeavesFiles(t *testing.T) {
 	if got, _ := os.ReadFile(e.ckpt); string(got) != string(ckpt) {
 		t.Errorf("checkpoint changed by a stop")
 	}
+	if got, _ := os.ReadFile(dra.MetadataFile(e.meta, uid1, "gpu")); string(got) != string(meta) {
+		t.Errorf("metadata file changed by a stop")
+	}
 }
 
-// RemoveAll removes the claims' specs and the checkpoint, and the driver
-// forgets the claims: a re-list after it writes no spec again.
+// RemoveAll removes the claims' specs, their metadata files and the
+// checkpoint, and the driver forgets the claims: a re-list after it
+// writes no file again.
 func TestDriverRemoveAll(t *testing.T) {
 	e := newEnv(t)
 	d := e.driver(t)
@@ -79,5 +87,8 @@ func TestDriverRemoveAll(t *testing.T) {
 	}
 	if _, err := os.Stat(e.ckpt); !os.IsNotExist(err) {
 		t.Errorf("checkpoint after RemoveAll: %v", err)
+	}
+	if _, err := os.Stat(e.meta); !os.IsNotExist(err) {
+		t.Errorf("metadata dir after RemoveAll: %v", err)
 	}
 }
