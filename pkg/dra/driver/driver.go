@@ -227,6 +227,7 @@ func (d *Driver) publishLocked(ctx context.Context) error {
 // and the checkpoint, and answers the CDI devices. A claim that fails
 // gets its one-line error; the others are unaffected.
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	start := time.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.refreshLocked() {
@@ -242,7 +243,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 			out[c.UID] = kubeletplugin.PrepareResult{Err: err}
 			continue
 		}
-		d.cfg.Log.Info("prepared", "claim", c.Namespace+"/"+c.Name, "uid", c.UID, "devices", len(devs))
+		d.cfg.Log.Info("prepared", "claim", c.Namespace+"/"+c.Name, "uid", c.UID, "devices", len(devs), "took", time.Since(start).Round(10*time.Microsecond))
 		out[c.UID] = kubeletplugin.PrepareResult{Devices: devs}
 	}
 	return out, nil

@@ -65,7 +65,7 @@ func (h *host) set(f func(inv *driverstore.Inventory)) {
 	f(h.inv)
 }
 
-func newHost(t *testing.T) *host {
+func newHost(t testing.TB) *host {
 	p, err := simhost.Lookup("nvidia-laptop")
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +124,7 @@ func (l *logBuf) lines() []string {
 	return out
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	dir := t.TempDir()
 	e := &env{host: newHost(t), cdiDir: filepath.Join(dir, "cdi"), ckpt: filepath.Join(dir, "plugin", "checkpoint.json"),
 		meta: filepath.Join(dir, "plugin", "claims"), log: &logBuf{}}
@@ -145,7 +145,7 @@ func (e *env) config() Config {
 	}
 }
 
-func (e *env) driver(t *testing.T) *Driver {
+func (e *env) driver(t testing.TB) *Driver {
 	t.Helper()
 	d, err := New(context.Background(), e.config())
 	if err != nil {
