@@ -290,6 +290,8 @@ var selectors = []struct {
 		"nvidia-laptop": nil, "compute-only": {"nvidia-20b0-145010de-0"}}},
 	{"not integrated", `!device.attributes["gpu.wsl-gpu-hook.dev"].?integrated.orValue(false)`, map[string][]string{
 		"nvidia-laptop": {"nvidia-2520-3a5c17aa-0"}, "intel-arc-desktop": {"intel-56a0-10208086-0"}}},
+	{"integrated (the fallback's last choice)", `device.attributes["gpu.wsl-gpu-hook.dev"].?integrated.orValue(false)`, map[string][]string{
+		"nvidia-laptop": {"intel-9a49-22d817aa-0"}, "intel-npu": {"intel-7d55-0c111028-0", "intel-7d1d-0c111028-0"}, "amd-desktop": nil}},
 	{"by driver version", `device.attributes["gpu.wsl-gpu-hook.dev"].driverVersion == "32.0.15.6094"`, map[string][]string{
 		"nvidia-laptop": {"nvidia-2520-3a5c17aa-0"}, "amd-desktop": nil}},
 	{"WDDM 3.1 or later", `device.attributes["gpu.wsl-gpu-hook.dev"].wddmVersion.isGreaterThan(semver("3.0.0"))`, map[string][]string{

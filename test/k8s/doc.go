@@ -12,8 +12,9 @@
 // README (the README's Kubernetes block, run as written), WSLGPU (the
 // device plugin) and DRA (the DRA driver). Each suite checks the cluster
 // is pristine first and restores it after, so `-run TestK8s/DRA` alone
-// works. K8S_COMPARE=1 adds DRA's claim-to-running timing against the
-// device plugin (13 more pods; not a CI check).
+// works. K8S_BENCH=1 adds DRA's claim to running, stage by stage, against
+// the device plugin (60 more pods, about 5 minutes; a benchmark, not a
+// check): `K8S_BENCH=1 go test -run 'TestK8s/DRA/claim_to_running' ./`.
 //
 // Run as root: `make k8s`. The first run builds Kubernetes into
 // /var/cache/wsl-gpu-hook-e2e (hack/kube/build.sh).

@@ -175,13 +175,13 @@ func median(ds []time.Duration) time.Duration {
 }
 
 // testDRA installs the chart with the DRA driver and runs what a user
-// would, from inside the pods, on the laptop (Intel iGPU + NVIDIA dGPU) and
-// the AMD desktop; with K8S_COMPARE=1 it then times claim-to-running
-// against the device plugin on the same cluster.
+// would, from inside the pods, on the laptop (Intel iGPU + NVIDIA dGPU),
+// the AMD desktop and the Meteor Lake host; with K8S_BENCH=1 it then
+// measures claim to running, stage by stage, against the device plugin on
+// the same cluster (benchClaimToRunning).
 func testDRA(t *testing.T, e env) {
 	c := e.c.For(t)
 	removed := e.removed
-	x := tc{t, c}
 	laptop := c.Node("laptop")
 
 	t.Run("helm template with dra.enabled", func(t *testing.T) {
@@ -264,7 +264,7 @@ func testDRA(t *testing.T, e env) {
 		x.deletePods("two-gpus")
 	})
 
-	t.Run("a shared claim gives two pods the same adapter; an exclusive one waits", func(t *testing.T) {
+	t.Run("a shared claim gives two pods the same adapter; a claim for all its memory waits", func(t *testing.T) {
 		c := c.For(t)
 		x := tc{t, c}
 		c.Apply(`apiVersion: resource.k8s.io/v1
@@ -285,7 +285,10 @@ spec:
 		checkCUDA(t, a, nvidiaFolder)
 		checkCUDA(t, b, nvidiaFolder)
 
-		c.Apply(draPod("exclusive", "resourceClaimTemplateName: nvidia"))
+		// The adapter alone: all of its memory, which the shared claim's
+		// default share leaves short.
+		c.Apply(memoryTemplate("nvidia-all", "nvidia.gpu.wsl-gpu-hook.dev", "6Gi"))
+		c.Apply(draPod("exclusive", "resourceClaimTemplateName: nvidia-all"))
 		var msg string
 		c.WaitFor(time.Minute, "exclusive pending for want of the NVIDIA adapter", func() bool {
 			_, msg = x.scheduled("exclusive")
@@ -386,43 +389,10 @@ spec:
 		x.deletePods("ext")
 	})
 
-	if os.Getenv("K8S_COMPARE") == "" {
-		t.Logf("apply to checks printed, DRA: %v (K8S_COMPARE=1 times it against the device plugin)", draTimes)
-		return
+	testDRAShares(t, c)
+
+	t.Logf("apply to checks printed, DRA: %v", draTimes)
+	if os.Getenv("K8S_BENCH") != "" {
+		t.Run("claim to running, stage by stage, DRA and the device plugin", func(t *testing.T) { benchClaimToRunning(t, c.For(t)) })
 	}
-	// Claim-to-running, side by side: the DRA driver (a claim template and
-	// the nvidia.com/gpu mapping), then the device plugin on the same
-	// cluster.
-	for i := range 3 {
-		name := "t-dra-" + strconv.Itoa(i)
-		draTimes = append(draTimes, x.timeToRunning(name, draPod(name, "resourceClaimTemplateName: nvidia")))
-		x.deletePods(name)
-		name = "t-ext-" + strconv.Itoa(i)
-		draTimes = append(draTimes, x.timeToRunning(name, pod(name, "nvidia.com/gpu", 1)))
-		x.deletePods(name)
-	}
-	t.Logf("apply to checks printed, DRA (claim template, nvidia.com/gpu mapping): median %v of %v", median(draTimes).Round(time.Millisecond), draTimes)
-	// The device plugin's specs (the chart's node setup, from the k8s
-	// branch) run the hook with --config /etc/wsl-gpu-hook/config.toml,
-	// the ConfigMap's path inside the plugin's container, which the node
-	// does not have: until that is fixed, give the node an empty config
-	// there (defaults) so the plugin's path can be timed. The DRA driver's
-	// specs pass no --config.
-	if out, err := laptop.Exec("sh", "-c", "mkdir -p /etc/wsl-gpu-hook && : >> /etc/wsl-gpu-hook/config.toml"); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	if out, err := c.Helm("upgrade", "wsl-gpu-hook", chart, "-n", ns, "--reuse-values", "--set", "dra.enabled=false", "--wait", "--timeout", "3m"); err != nil {
-		t.Fatalf("helm upgrade to the device plugin: %v\n%s", err, out)
-	}
-	x.waitAllocatable("laptop", "nvidia.com/gpu", "1")
-	var dpTimes []time.Duration
-	for i := range 5 {
-		name := "t-dp-" + strconv.Itoa(i)
-		dpTimes = append(dpTimes, x.timeToRunning(name, pod(name, "nvidia.com/gpu", 1)))
-		if st := x.field(name, "{.status.extendedResourceClaimStatus.resourceClaimName}"); st != "" {
-			t.Errorf("%s was served by DRA after the switch to the device plugin", name)
-		}
-		x.deletePods(name)
-	}
-	t.Logf("apply to checks printed, device plugin: median %v of %v", median(dpTimes).Round(time.Millisecond), dpTimes)
 }
