@@ -156,10 +156,13 @@ func testDRAShares(t *testing.T, c *cluster.Cluster) {
 		}
 	})
 
+	// The monitoring pod holds its claim (its second container sleeps)
+	// until the end: the 3Gi share below fits beside it, as admin access
+	// counts against no one.
+	t.Cleanup(func() { c.Kubectl("delete", "namespace", "monitoring", "--wait=false") })
 	t.Run("a monitoring pod with admin access reads the adapter the shares hold", func(t *testing.T) {
 		c := c.For(t)
 		x := tc{t, c}
-		t.Cleanup(func() { c.Kubectl("delete", "namespace", "monitoring", "--wait=true", "--timeout=2m") })
 		c.MustKubectl("create", "namespace", "monitoring")
 		c.MustKubectl("label", "namespace", "monitoring", "resource.kubernetes.io/admin-access=true")
 		c.Apply(readmeFence(t, "#### Sharing an adapter by memory", "yaml", "adminAccess: true"))
@@ -168,6 +171,7 @@ kind: Pod
 metadata: {name: top, namespace: monitoring}
 spec:
   restartPolicy: Never
+  terminationGracePeriodSeconds: 1
   resourceClaims: [{name: gpu, resourceClaimTemplateName: watch-nvidia}]
   containers:
   - name: top
@@ -176,13 +180,18 @@ spec:
     command: [/usr/bin/wsl-gpu-ctl, top, --json, --interval, 200ms]
     securityContext: {runAsUser: 0}
     resources: {claims: [{name: gpu}]}
-`, image))
-		var phase string
-		x.wait(2*time.Minute, "the monitoring pod to finish", func() bool {
-			phase, _ = c.Kubectl("-n", "monitoring", "get", "pod", "top", "-o", "jsonpath={.status.phase}")
-			return phase == "Succeeded" || phase == "Failed"
+  - name: hold
+    image: %s
+    imagePullPolicy: Never
+    command: [sleep, "3600"]
+    resources: {claims: [{name: gpu}]}
+`, image, cluster.TestImage))
+		var code string
+		x.wait(2*time.Minute, "the monitoring pod's top to finish", func() bool {
+			code, _ = c.Kubectl("-n", "monitoring", "get", "pod", "top", "-o", `jsonpath={.status.containerStatuses[?(@.name=="top")].state.terminated.exitCode}`)
+			return code != ""
 		})
-		out, _ := c.Kubectl("-n", "monitoring", "logs", "top")
+		out, _ := c.Kubectl("-n", "monitoring", "logs", "top", "-c", "top")
 		var sample struct {
 			Adapters []struct {
 				LUID, Description, Error string
@@ -190,8 +199,8 @@ spec:
 				Engines                  []json.RawMessage
 			}
 		}
-		if err := json.Unmarshal([]byte(out), &sample); phase != "Succeeded" || err != nil {
-			t.Fatalf("monitoring pod %s, %v:\n%s", phase, err, out)
+		if err := json.Unmarshal([]byte(out), &sample); code != "0" || err != nil {
+			t.Fatalf("monitoring pod's top exited %s, %v:\n%s", code, err, out)
 		}
 		found := false
 		for _, a := range sample.Adapters {
@@ -239,11 +248,14 @@ spec:
 		c.MustKubectl("delete", "resourceclaimtemplate", "fallback-2g")
 	})
 
-	t.Run("the 3Gi claim runs once a 1Gi one ends", func(t *testing.T) {
+	t.Run("the 3Gi claim runs once a 1Gi one ends, beside the monitoring pod", func(t *testing.T) {
 		c := c.For(t)
 		x := tc{t, c}
 		if p := x.field("share-3g", "{.status.phase}"); p != "Pending" {
 			t.Fatalf("share-3g is %s with 4Gi of 6 held", p)
+		}
+		if p, _ := c.Kubectl("-n", "monitoring", "get", "pod", "top", "-o", "jsonpath={.status.phase}"); p != "Running" {
+			t.Errorf("the monitoring pod is %s, want Running (holding its claim)", p)
 		}
 		x.deletePods(shares[0])
 		shares = shares[1:]
@@ -253,6 +265,9 @@ spec:
 		}
 		if msg := x.unschedulable("share-8g"); !strings.Contains(msg, "cannot allocate all claims") {
 			t.Errorf("share-8g: %s", msg)
+		}
+		if out, err := c.Kubectl("-n", "monitoring", "delete", "pod", "top", "--wait=true", "--timeout=2m"); err != nil {
+			t.Errorf("delete the monitoring pod: %v: %s", err, out)
 		}
 	})
 
@@ -264,6 +279,13 @@ spec:
 		for _, p := range running {
 			ids[p] = x.field(p, "{.status.containerStatuses[0].containerID}")
 		}
+		shared := func() int {
+			ckpt, _ := laptop.Exec("cat", "/var/lib/kubelet/plugins/gpu.wsl-gpu-hook.dev/checkpoint.json")
+			return strings.Count(ckpt, `"shareID"`)
+		}
+		// The monitoring pod's claim goes once the kubelet has cleaned
+		// up after it.
+		x.wait(time.Minute, "the checkpoint to hold the running shares only", func() bool { return shared() == len(running) })
 		specs := claimSpecs(laptop)
 		ready := func(old string) bool {
 			p := x.pluginPod("laptop")
@@ -288,9 +310,8 @@ spec:
 		if got := claimSpecs(laptop); got != specs {
 			t.Errorf("claim specs after the restarts:\n%s\nwant\n%s", got, specs)
 		}
-		ckpt, _ := laptop.Exec("cat", "/var/lib/kubelet/plugins/gpu.wsl-gpu-hook.dev/checkpoint.json")
-		if n := strings.Count(ckpt, `"shareID"`); n != len(running) {
-			t.Errorf("the checkpoint after the restarts holds %d shares, want %d:\n%s", n, len(running), ckpt)
+		if n := shared(); n != len(running) {
+			t.Errorf("the checkpoint after the restarts holds %d shares, want %d", n, len(running))
 		}
 		// A new share fits nowhere while the RTX is full: the restarted
 		// driver republished the same capacity and the scheduler counts

@@ -191,10 +191,16 @@ func testDRA(t *testing.T, e env) {
 			t.Fatal(err)
 		}
 		for _, want := range []string{"kind: DeviceClass", "name: nvidia.gpu.wsl-gpu-hook.dev", `extendedResourceName: "nvidia.com/gpu"`,
-			"/usr/bin/wsl-gpu-dra-driver", `nvidia_resource = ""`} {
+			"/usr/bin/wsl-gpu-dra-driver", `nvidia_resource = ""`, "--memory-step=256Mi", "--memory-default=1Gi"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("rendered chart lacks %q", want)
 			}
+		}
+		if _, err := c.Helm("template", "x", chart, "--set", "dra.sharing.memoryStep=1.5Gi"); err == nil || !strings.Contains(err.Error(), "at '/dra/sharing/memoryStep'") {
+			t.Errorf("memoryStep 1.5Gi rendered: %v", err)
+		}
+		if out, err := c.Helm("template", "x", chart, "--set", "dra.enabled=true", "--set", "dra.sharing.memoryStep=0"); err != nil || !strings.Contains(out, "--memory-step=0\n") {
+			t.Errorf("memoryStep 0 (sharing off): %v", err)
 		}
 	})
 	if out, err := c.Helm("install", "wsl-gpu-hook", chart, "-n", ns, "--create-namespace", "--set", "image.tag=e2e",
