@@ -521,7 +521,7 @@ func readOptional(p string) ([]byte, error) {
 // SpecNames are the file names of ours in a CDI directory, current and
 // past: each kind's cdispec.FileName, and the one spec of versions before
 // the vendor kinds (LegacySpec's name). Removal looks for them: uninstall
-// cdi here, the .deb's prerm by a copy of this list that test/deb holds
+// cdi here, the .deb's prerm by a copy of this list that test/packages holds
 // to it.
 func SpecNames() []string {
 	names := []string{cdispec.FileName(cdispec.Kind)}

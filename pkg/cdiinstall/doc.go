@@ -12,5 +12,5 @@
 // reports it and writes nothing.
 //
 // SpecNames lists every file name the project has written in a CDI
-// directory; the .deb's maintainer scripts are held to it (test/deb).
+// directory; the .deb's maintainer scripts are held to it (test/packages).
 package cdiinstall

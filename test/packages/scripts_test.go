@@ -1,4 +1,4 @@
-package deb
+package packages
 
 import (
 	"os"
@@ -55,7 +55,7 @@ func everyVendor() cdiinstall.Host {
 // or a renamed file, fails here until prerm knows it (issue 33: prerm
 // knew only the old name, so removal left the specs behind).
 func TestPrermKnowsOurSpecs(t *testing.T) {
-	script := string(must(os.ReadFile(filepath.Join(moduleRoot(t), "packaging/deb/prerm"))))
+	script := string(must(os.ReadFile(filepath.Join(moduleRoot(t), "packaging/scripts/common.sh"))))
 	o := cdiinstall.System(packageHook, "")
 	if got := scriptVar(t, script, "cdi_dirs"); !reflect.DeepEqual(got, o.ReadDirs) {
 		t.Errorf("prerm cdi_dirs %v, the system install reads %v", got, o.ReadDirs)
@@ -92,13 +92,14 @@ func TestPrermKnowsOurSpecs(t *testing.T) {
 	}
 }
 
-// TestPrermRemove runs prerm on a tree `install cdi` made for the
-// package's binary (specs, backups of earlier ones, the unit, enabled),
-// with other producers' files beside them, as dpkg runs it for another
-// root (DPKG_ROOT): ours go, every other file stays as it was. An upgrade
-// (prerm upgrade) touches nothing.
+// TestPrermRemove runs each format's removal script (the deb's prerm, the
+// rpm's %preun, the apk's pre-deinstall) on a tree `install cdi` made for
+// the package's binary (specs, backups of earlier ones, the unit,
+// enabled), with other producers' files beside them, for another root
+// (DPKG_ROOT; rpm and apk run theirs chrooted, and the scripts honour it
+// all the same): ours go, every other file stays as it was. An upgrade
+// (prerm upgrade, %preun 1) touches nothing.
 func TestPrermRemove(t *testing.T) {
-	prerm := filepath.Join(moduleRoot(t), "packaging/deb/prerm")
 	nvidia := string(must(os.ReadFile(filepath.Join(moduleRoot(t), "pkg/cdiinstall/testdata/nvidia-ctk-1.20-wsl.yaml"))))
 	elsewhere := `{"cdiVersion": "0.5.0", "kind": "wsl-gpu-hook.dev/gpu", "devices": [{"name": "all", "containerEdits": {"hooks": [{"hookName": "createContainer", "path": "/usr/local/bin/wsl-gpu-hook"}]}}]}`
 	foreign := map[string]string{
@@ -115,15 +116,7 @@ func TestPrermRemove(t *testing.T) {
 		// Someone else's unit.
 		"/etc/systemd/system/multi-user.target.wants/docker.service": "",
 	}
-	tests := []struct {
-		name string
-		arg  string
-		// unitElsewhere: install cdi was run from /usr/local/bin, so the
-		// unit in /etc runs that binary and stays enabled; shipped: the
-		// package's own unit was enabled, and none is in /etc.
-		unitElsewhere, shipped bool
-		gone                   []string // system paths prerm removes
-	}{
+	tests := []prermCase{
 		{name: "remove", arg: "remove", gone: []string{
 			"/etc/cdi/nvidia.com-gpu_wsl-gpu-hook.json", "/etc/cdi/wsl-gpu-hook.dev-gpu.json",
 			"/etc/cdi/wsl-gpu-hook.dev-gpu.json.wsl-gpu-hook.bak", "/etc/cdi/amd.com-gpu_wsl-gpu-hook.json",
@@ -144,82 +137,116 @@ func TestPrermRemove(t *testing.T) {
 		}},
 		{name: "upgrade", arg: "upgrade"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			root := t.TempDir()
-			// What install cdi writes for the package's binary, run twice
-			// with another --config the second time (so Apply kept
-			// backups of the specs and the unit).
-			for _, config := range []string{"", "/etc/wsl-gpu-hook/mine.toml"} {
-				o := cdiinstall.System(packageHook, config)
-				o.Prefix = root
-				p, err := cdiinstall.Plan(o, everyVendor(), false)
-				if err != nil {
-					t.Fatal(err)
+	scripts := []struct {
+		format, path    string
+		remove, upgrade string // the arguments the package manager passes
+	}{
+		{"deb", "packaging/scripts/deb/prerm", "remove", "upgrade"},
+		{"rpm", "packaging/scripts/rpm/preun", "0", "1"},
+		{"apk", "packaging/scripts/apk/pre-deinstall", "", ""}, // apk runs pre-upgrade on upgrades
+	}
+	for _, sc := range scripts {
+		for _, tt := range tests {
+			arg := sc.remove
+			if tt.arg == "upgrade" {
+				if sc.upgrade == "" {
+					continue
 				}
-				if err := install.Apply(install.Options{Prefix: root}, p); err != nil {
-					t.Fatal(err)
-				}
+				arg = sc.upgrade
 			}
-			if tt.unitElsewhere {
-				unit := filepath.Join(root, cdiinstall.SystemUnitPath)
-				data := strings.ReplaceAll(string(must(os.ReadFile(unit))), packageHook, "/usr/local/bin/wsl-gpu-hook")
-				if err := os.WriteFile(unit, []byte(data), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			unit := cdiinstall.SystemUnitPath
-			if tt.shipped {
-				for _, f := range []string{unit, unit + ".wsl-gpu-hook.bak"} {
-					if err := os.Remove(filepath.Join(root, f)); err != nil {
-						t.Fatal(err)
-					}
-				}
-				unit = "/usr/lib/systemd/system/" + cdiinstall.UnitName
-			}
-			// systemctl enable: the link WantedBy= names.
-			link := filepath.Join(root, "/etc/systemd/system/multi-user.target.wants", cdiinstall.UnitName)
-			if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Symlink(unit, link); err != nil {
-				t.Fatal(err)
-			}
-			for p, data := range foreign {
-				full := filepath.Join(root, p)
-				if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(full, []byte(data), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			before := listFiles(t, root)
-			for _, g := range tt.gone {
-				if _, ok := before[g]; !ok {
-					t.Fatalf("the tree lacks %s before prerm: %v", g, sorted(keysOf(before)))
-				}
-			}
+			t.Run(sc.format+"/"+tt.name, func(t *testing.T) {
+				prermRemove(t, filepath.Join(moduleRoot(t), sc.path), arg, tt, foreign)
+			})
+		}
+	}
+}
 
-			cmd := exec.Command("sh", prerm, tt.arg)
-			cmd.Env = append(os.Environ(), "DPKG_ROOT="+root)
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("prerm %s: %v\n%s", tt.arg, err, out)
+// prermCase is one tree for TestPrermRemove.
+type prermCase struct {
+	name string
+	arg  string // remove or upgrade
+	// unitElsewhere: install cdi was run from /usr/local/bin, so the
+	// unit in /etc runs that binary and stays enabled; shipped: the
+	// package's own unit was enabled, and none is in /etc.
+	unitElsewhere, shipped bool
+	gone                   []string // system paths prerm removes
+}
+
+// prermRemove runs script with arg on the tree tt describes and checks
+// that exactly tt.gone went.
+func prermRemove(t *testing.T, script, arg string, tt prermCase, foreign map[string]string) {
+	root := t.TempDir()
+	// What install cdi writes for the package's binary, run twice
+	// with another --config the second time (so Apply kept
+	// backups of the specs and the unit).
+	for _, config := range []string{"", "/etc/wsl-gpu-hook/mine.toml"} {
+		o := cdiinstall.System(packageHook, config)
+		o.Prefix = root
+		p, err := cdiinstall.Plan(o, everyVendor(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := install.Apply(install.Options{Prefix: root}, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tt.unitElsewhere {
+		unit := filepath.Join(root, cdiinstall.SystemUnitPath)
+		data := strings.ReplaceAll(string(must(os.ReadFile(unit))), packageHook, "/usr/local/bin/wsl-gpu-hook")
+		if err := os.WriteFile(unit, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unit := cdiinstall.SystemUnitPath
+	if tt.shipped {
+		for _, f := range []string{unit, unit + ".wsl-gpu-hook.bak"} {
+			if err := os.Remove(filepath.Join(root, f)); err != nil {
+				t.Fatal(err)
 			}
-			t.Logf("prerm %s:\n%s", tt.arg, out)
-			want := before
-			for _, g := range tt.gone {
-				delete(want, g)
-			}
-			wantSame(t, "files after prerm "+tt.arg, want, listFiles(t, root))
-			if tt.arg == "remove" {
-				want := "wsl-gpu-hook: /etc/cdi/nvidia.yaml.wsl-gpu-hook.bak is another producer's CDI spec that 'wsl-gpu-hook install cdi' moved aside: move it back to /etc/cdi/nvidia.yaml if you want it\n"
-				if string(out) != want {
-					t.Errorf("prerm says:\n%s\nwant only where NVIDIA's moved-aside spec is:\n%s", out, want)
-				}
-			}
-		})
+		}
+		unit = "/usr/lib/systemd/system/" + cdiinstall.UnitName
+	}
+	// systemctl enable: the link WantedBy= names.
+	link := filepath.Join(root, "/etc/systemd/system/multi-user.target.wants", cdiinstall.UnitName)
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(unit, link); err != nil {
+		t.Fatal(err)
+	}
+	for p, data := range foreign {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := listFiles(t, root)
+	for _, g := range tt.gone {
+		if _, ok := before[g]; !ok {
+			t.Fatalf("the tree lacks %s before prerm: %v", g, sorted(keysOf(before)))
+		}
+	}
+
+	cmd := exec.Command("sh", script, arg)
+	cmd.Env = append(os.Environ(), "DPKG_ROOT="+root)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", script, arg, err, out)
+	}
+	t.Logf("%s %s:\n%s", script, arg, out)
+	want := before
+	for _, g := range tt.gone {
+		delete(want, g)
+	}
+	wantSame(t, "files after "+filepath.Base(script)+" "+arg, want, listFiles(t, root))
+	if tt.arg == "remove" {
+		want := "wsl-gpu-hook: /etc/cdi/nvidia.yaml.wsl-gpu-hook.bak is another producer's CDI spec that 'wsl-gpu-hook install cdi' moved aside: move it back to /etc/cdi/nvidia.yaml if you want it\n"
+		if string(out) != want {
+			t.Errorf("prerm says:\n%s\nwant only where NVIDIA's moved-aside spec is:\n%s", out, want)
+		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package deb
+package packages
 
 import (
 	"bytes"
@@ -58,14 +58,14 @@ func TestPackage(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("package tests use debootstrap, overlayfs and chroot: run them as root")
 	}
-	for _, tool := range []string{"dpkg-deb", "debootstrap", "unshare", "chroot", "gcc"} {
+	for _, tool := range []string{"debootstrap", "unshare", "chroot", "gcc"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s is not installed: hack/setup.sh installs it", tool)
 		}
 	}
 	repo := moduleRoot(t)
 	tmp := t.TempDir()
-	deb := strings.TrimSpace(run(t, repo, nil, "./hack/deb.sh", filepath.Join(tmp, "out")))
+	deb := strings.TrimSpace(run(t, repo, nil, "./hack/packages.sh", filepath.Join(tmp, "out"), "amd64", "deb"))
 	t.Run("lintian", func(t *testing.T) { lintian(t, deb) })
 	dxgsim := filepath.Join(tmp, "dxgsim")
 	run(t, repo, nil, "go", "build", "-o", dxgsim, "./test/dxgsim")
