@@ -42,7 +42,7 @@ var engineDirs = []string{"etc/docker", "etc/containers", "etc/containerd", "etc
 
 // volatile are the paths apt and dpkg change for their own bookkeeping
 // (and the kernel's mounts), left out of the before/after file lists.
-var volatile = []string{"proc", "dev", "tmp", "run", "var/lib/dpkg", "var/lib/apt", "var/cache",
+var volatile = []string{"proc", "dev", "tmp", "run", "var/lib/dpkg", "var/lib/apt", "var/cache", rpmDB,
 	"var/log/apt", "var/log/dpkg.log", "var/log/alternatives.log", "etc/ld.so.cache"}
 
 // TestPackage installs the .deb with apt into clean Debian 12 and 13 roots
@@ -67,20 +67,7 @@ func TestPackage(t *testing.T) {
 	tmp := t.TempDir()
 	deb := strings.TrimSpace(run(t, repo, nil, "./hack/packages.sh", filepath.Join(tmp, "out"), "amd64", "deb"))
 	t.Run("lintian", func(t *testing.T) { lintian(t, deb) })
-	dxgsim := filepath.Join(tmp, "dxgsim")
-	run(t, repo, nil, "go", "build", "-o", dxgsim, "./test/dxgsim")
-	p, err := simhost.Lookup("nvidia-laptop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	host := filepath.Join(tmp, "host")
-	cache := os.Getenv("E2E_CACHE")
-	if cache == "" {
-		cache = "/var/cache/wsl-gpu-hook-e2e"
-	}
-	if err := fixture.Build(host, p, fixture.Options{CacheDir: filepath.Join(cache, "fixture")}); err != nil {
-		t.Fatal(err)
-	}
+	host, dxgsim := laptop(t, repo, tmp)
 
 	for _, suite := range []string{"bookworm", "trixie"} {
 		t.Run(suite, func(t *testing.T) {
@@ -167,6 +154,27 @@ func TestPackage(t *testing.T) {
 			})
 		})
 	}
+}
+
+// laptop builds the simulator and the simulated NVIDIA laptop's host tree
+// (its /usr/lib/wsl) under tmp, and returns the tree and the simulator.
+func laptop(t *testing.T, repo, tmp string) (host, dxgsim string) {
+	t.Helper()
+	dxgsim = filepath.Join(tmp, "dxgsim")
+	run(t, repo, nil, "go", "build", "-o", dxgsim, "./test/dxgsim")
+	p, err := simhost.Lookup("nvidia-laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host = filepath.Join(tmp, "host")
+	cache := os.Getenv("E2E_CACHE")
+	if cache == "" {
+		cache = "/var/cache/wsl-gpu-hook-e2e"
+	}
+	if err := fixture.Build(host, p, fixture.Options{CacheDir: filepath.Join(cache, "fixture")}); err != nil {
+		t.Fatal(err)
+	}
+	return host, dxgsim
 }
 
 // upgradeRegeneratesSpecs: on a fresh root, `wsl-gpu-ctl install cdi`
@@ -359,12 +367,15 @@ func lintian(t *testing.T, deb string) {
 // nothing stays mounted on the host whatever happens to the test.
 type overlay struct {
 	lower, upper, work, merged string
+	// minFiles is the fewest files a snapshot of the root may list
+	// (fewer: the overlay did not mount).
+	minFiles int
 }
 
 func newOverlay(t *testing.T, lower string) *overlay {
 	t.Helper()
 	dir := t.TempDir()
-	o := &overlay{lower: lower, upper: filepath.Join(dir, "upper"), work: filepath.Join(dir, "work"), merged: filepath.Join(dir, "merged")}
+	o := &overlay{lower: lower, upper: filepath.Join(dir, "upper"), work: filepath.Join(dir, "work"), merged: filepath.Join(dir, "merged"), minFiles: 1000}
 	for _, d := range []string{o.upper, o.work, o.merged} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -453,7 +464,7 @@ for d in ` + strings.Join(engineDirs, " ") + `; do [ -d "$d" ] && find "$d" -typ
 			s.engines[p] = sum
 		}
 	}
-	if len(s.files) < 1000 {
+	if len(s.files) < o.minFiles {
 		t.Fatalf("snapshot lists only %d files: the root did not mount?\n%s", len(s.files), out)
 	}
 	return s
