@@ -90,8 +90,12 @@ func pkgCmd(args []string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if err := inlineScripts(info, tmp); err != nil {
+	if err := inlineScripts(info, tmp, when); err != nil {
 		return err
+	}
+	if *format == "apk" {
+		// .PKGINFO holds one line per key: apk's pkgdesc is the summary.
+		info.Description, _, _ = strings.Cut(info.Description, "\n")
 	}
 	if *format == "rpm" {
 		// rpm has a summary of its own and no "." paragraph lines; its
@@ -170,8 +174,9 @@ func load(config, format string, vars map[string]string) (*nfpm.Info, error) {
 }
 
 // inlineScripts replaces each maintainer script of info by a copy in dir
-// with common.sh inlined where the script sources it.
-func inlineScripts(info *nfpm.Info, dir string) error {
+// with common.sh inlined where the script sources it, dated when (the apk
+// takes a script's time from its file).
+func inlineScripts(info *nfpm.Info, dir string, when time.Time) error {
 	for _, s := range []*string{&info.Scripts.PreInstall, &info.Scripts.PostInstall, &info.Scripts.PreRemove,
 		&info.Scripts.PostRemove, &info.APK.Scripts.PreUpgrade, &info.APK.Scripts.PostUpgrade} {
 		if *s == "" {
@@ -183,6 +188,9 @@ func inlineScripts(info *nfpm.Info, dir string) error {
 		}
 		dst := filepath.Join(dir, strings.ReplaceAll(*s, "/", "_"))
 		if err := os.WriteFile(dst, data, 0o755); err != nil {
+			return err
+		}
+		if err := os.Chtimes(dst, when, when); err != nil {
 			return err
 		}
 		*s = dst
