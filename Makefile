@@ -5,7 +5,7 @@ BIN     := bin
 LDFLAGS := -s -w -X main.version=$(VERSION)
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build build-all test-arm64 tools setup demo test unit e2e lint bench bench-start fuzz clean deb deb-test engines k8s image
+.PHONY: all build build-all test-arm64 tools setup demo test unit e2e lint bench bench-start fuzz clean deb rpm apk packages packages-test release engines k8s image
 
 all: build
 
@@ -148,13 +148,31 @@ FUZZTIME ?= 60s
 fuzz:
 	./hack/fuzz.sh $(FUZZTIME)
 
-## deb: the amd64 Debian package, bin/wsl-gpu-hook_<version>_amd64.deb (packaging/deb)
-deb:
-	./hack/deb.sh $(BIN)
+## deb, rpm, apk: one package for ARCH (amd64, the default, or arm64) in $(BIN)/:
+## wsl-gpu-hook_<version>_<arch>.deb, wsl-gpu-hook-<version>-1.<arch>.rpm,
+## wsl-gpu-hook_<version>-r0_<arch>.apk, from the one description
+## packaging/nfpm.yaml (hack/packages.sh; packaging/README.md)
+ARCH   ?= amd64
+ARCHES ?= amd64 arm64
+deb rpm apk:
+	./hack/packages.sh $(BIN) $(ARCH) $@
 
-## deb-test: install, run, remove and purge the package in Debian 12 and 13 roots (root)
-deb-test:
-	$(GO) test -count=1 -timeout 30m ./test/deb/
+## packages: the deb, rpm and apk for each of ARCHES
+packages:
+	for a in $(ARCHES); do ./hack/packages.sh $(BIN) $$a || exit 1; done
+
+## packages-test: lintian and rpmlint; the deb installed, upgraded, removed and purged in
+## Debian 12 and 13 roots, the rpm in Fedora-layout roots, the apk read (root)
+packages-test:
+	$(GO) test -count=1 -timeout 30m ./test/packages/
+
+## release: everything a release ships into $(BIN)/release (hack/release.sh), offline and
+## reproducibly: per arch of ARCHES a tarball, deb, rpm and apk; the image archive, the
+## chart (its appVersion the image's tag), a CycloneDX SBOM per artifact, CHANGELOG.md
+## and SHA256SUMS. A tree with uncommitted changes is refused (ALLOW_DIRTY=1).
+release:
+	rm -rf $(BIN)/release
+	ARCHES="$(ARCHES)" ./hack/release.sh $(BIN)/release
 
 clean:
 	rm -rf $(BIN)

@@ -6,7 +6,8 @@
 # --always --dirty`, which the binaries carry and each format's version is
 # mapped from (hack/release/version). Every time in the packages is
 # SOURCE_DATE_EPOCH, by default the commit's: the same commit gives the same
-# bytes. RELEASE_TOOL names an already built hack/release (hack/release.sh).
+# bytes. RELEASE_TOOL names an already built hack/release, BINDIR already
+# built binaries of ARCH (hack/release.sh, which has their SBOMs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
@@ -41,7 +42,11 @@ stage=$work/stage
 install -d -m 0755 "$stage/usr/bin" "$stage/usr/lib/systemd/system" "$stage/usr/share/man/man1" "$stage/usr/share/doc/wsl-gpu-hook"
 flags=(-trimpath -buildvcs=false -ldflags "-s -w -buildid= -X main.version=$describe")
 for cmd in wsl-gpu-hook wsl-gpu-ctl; do
-	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build "${flags[@]}" -o "$stage/usr/bin/$cmd" ./cmd/$cmd
+	if [ -n "${BINDIR:-}" ]; then
+		install -m 0755 "$BINDIR/$cmd" "$stage/usr/bin/$cmd"
+	else
+		CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build "${flags[@]}" -o "$stage/usr/bin/$cmd" ./cmd/$cmd
+	fi
 done
 # The hooks.d file exactly as `wsl-gpu-hook install podman` writes it,
 # written by a build for this machine (the staged one may be another arch's;
