@@ -79,18 +79,8 @@ func TestPackage(t *testing.T) {
 			o.write(t, "tmp/"+filepath.Base(deb), string(must(os.ReadFile(deb))))
 
 			out := o.chroot(t, nil, "apt-get", "install", "-y", "--no-install-recommends", "/tmp/"+filepath.Base(deb))
-			if !strings.Contains(out, "sudo wsl-gpu-hook install docker") {
-				t.Errorf("postinst does not print the install commands:\n%s", out)
-			}
 			installed := o.snapshot(t)
-			wantSame(t, "engine configuration after install", before.engines, installed.engines)
-			for _, f := range []string{"usr/bin/wsl-gpu-hook", "usr/bin/wsl-gpu-ctl", "usr/bin/wsl-gpu-runtime", "usr/libexec/wsl-gpu-hook/nvidia-container-runtime-hook",
-				"etc/wsl-gpu-hook/config.toml", "usr/share/containers/oci/hooks.d/wsl-gpu-hook.json", "usr/lib/systemd/system/wsl-gpu-hook-cdi.service",
-				"usr/share/man/man1/wsl-gpu-hook.1.gz", "usr/share/doc/wsl-gpu-hook/copyright"} {
-				if _, ok := installed.files[f]; !ok {
-					t.Errorf("installed root lacks %s", f)
-				}
-			}
+			checkInstalled(t, "postinst", out, before, installed, "usr/share/doc/wsl-gpu-hook/copyright")
 
 			// The simulated laptop inside the root: its files at
 			// /usr/lib/wsl, the simulator's node at /dev/dxg.
@@ -153,6 +143,25 @@ func TestPackage(t *testing.T) {
 				cdiLifecycle(t, lower, deb, host, dxgsim, filepath.Join(repo, "pkg/cdiinstall/testdata/nvidia-ctk-1.20-wsl.yaml"))
 			})
 		})
+	}
+}
+
+// checkInstalled: the install's script (what) printed the commands, no
+// engine configuration changed, and the root has what every package
+// installs (but the apk: TestAPK) and extra.
+func checkInstalled(t *testing.T, what, out string, before, installed snapshot, extra ...string) {
+	t.Helper()
+	if !strings.Contains(out, "sudo wsl-gpu-hook install docker") {
+		t.Errorf("%s does not print the install commands:\n%s", what, out)
+	}
+	wantSame(t, "engine configuration after install", before.engines, installed.engines)
+	for _, f := range append([]string{"usr/bin/wsl-gpu-hook", "usr/bin/wsl-gpu-ctl", "usr/bin/wsl-gpu-runtime",
+		"usr/libexec/wsl-gpu-hook/nvidia-container-runtime-hook", "etc/wsl-gpu-hook/config.toml",
+		"usr/share/containers/oci/hooks.d/wsl-gpu-hook.json", "usr/lib/systemd/system/wsl-gpu-hook-cdi.service",
+		"usr/share/man/man1/wsl-gpu-hook.1.gz"}, extra...) {
+		if _, ok := installed.files[f]; !ok {
+			t.Errorf("installed root lacks %s", f)
+		}
 	}
 }
 

@@ -82,18 +82,7 @@ func rpmLifecycle(t *testing.T, o *overlay, steps []step, old, cur, host, dxgsim
 		switch {
 		case s.install:
 			out := o.rpm(t, nil, "-i", old)
-			if !strings.Contains(out, "sudo wsl-gpu-hook install docker") {
-				t.Errorf("%%post does not print the install commands:\n%s", out)
-			}
-			installed := o.snapshot(t)
-			wantSame(t, "engine configuration after install", before.engines, installed.engines)
-			for _, f := range []string{"usr/bin/wsl-gpu-hook", "usr/bin/wsl-gpu-ctl", "usr/bin/wsl-gpu-runtime", "usr/libexec/wsl-gpu-hook/nvidia-container-runtime-hook",
-				"etc/wsl-gpu-hook/config.toml", "usr/share/containers/oci/hooks.d/wsl-gpu-hook.json", "usr/lib/systemd/system/wsl-gpu-hook-cdi.service",
-				"usr/share/man/man1/wsl-gpu-hook.1.gz", "usr/share/licenses/wsl-gpu-hook/LICENSE", "usr/share/doc/wsl-gpu-hook/README.md"} {
-				if _, ok := installed.files[f]; !ok {
-					t.Errorf("installed root lacks %s", f)
-				}
-			}
+			checkInstalled(t, "%post", out, before, o.snapshot(t), "usr/share/licenses/wsl-gpu-hook/LICENSE", "usr/share/doc/wsl-gpu-hook/README.md")
 			if got := o.rpm(t, nil, "-q", "--qf", "[%{FILEFLAGS:fflags} %{FILENAMES}\n]", "wsl-gpu-hook"); !strings.Contains(got, "cn /etc/wsl-gpu-hook/config.toml\n") {
 				t.Errorf("config.toml is not %%config(noreplace):\n%s", got)
 			}

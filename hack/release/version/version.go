@@ -87,38 +87,27 @@ func Parse(describe string, count int) (Version, error) {
 }
 
 // Deb is the Debian package version (native: no Debian revision).
-func (v Version) Deb() string {
-	s := v.Base
-	if v.Pre != "" {
-		s += "~" + v.Pre
-	}
-	if v.Commits > 0 {
-		s += fmt.Sprintf("+%d.g%s", v.Commits, v.Hash)
-	}
-	if v.Dirty {
-		if v.Commits > 0 {
-			s += ".dirty"
-		} else {
-			s += "+dirty"
-		}
-	}
-	return s
-}
+func (v Version) Deb() string { return v.compose("+") }
 
 // RPM is the rpm Version tag; the Release is RPMRelease.
-func (v Version) RPM() string {
+func (v Version) RPM() string { return v.compose("^") }
+
+// compose is the base, "~" and the pre-release, snap and the commits after
+// the tag, and -dirty, as deb and rpm say them (they differ only in what
+// starts a snapshot).
+func (v Version) compose(snap string) string {
 	s := v.Base
 	if v.Pre != "" {
 		s += "~" + v.Pre
 	}
 	if v.Commits > 0 {
-		s += fmt.Sprintf("^%d.g%s", v.Commits, v.Hash)
+		s += fmt.Sprintf("%s%d.g%s", snap, v.Commits, v.Hash)
 	}
 	if v.Dirty {
 		if v.Commits > 0 {
 			s += ".dirty"
 		} else {
-			s += "^dirty"
+			s += snap + "dirty"
 		}
 	}
 	return s
