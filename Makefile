@@ -71,7 +71,9 @@ demo: setup build tools
 
 # TESTMODS are test modules of their own (heavy test-only dependencies
 # stay out of the main go.mod); they test this checkout through a replace.
-TESTMODS := test/engines test/latencyfs
+# hack/release (the packager, nfpm's and cyclonedx-gomod's dependencies)
+# is vetted and tested with them.
+TESTMODS := test/engines test/latencyfs hack/release
 
 ## engines: the engine matrix's engines (runc, containerd, dockerd from their
 ## Go modules) and Debian 13 root, built once into /var/cache/wsl-gpu-hook-e2e
