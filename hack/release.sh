@@ -98,10 +98,11 @@ for arch in $arches; do
 	done < <(BINDIR=$bin ./hack/packages.sh "$out" "$arch")
 done
 
-# The image. `make image` builds this machine's architecture; once it
-# writes an OCI index of ARCHES, the archive is that index, as it is.
+# The image. `make image` builds this machine's architecture today; it is
+# given ARCHES so that, once it writes an OCI index of them, the archive is
+# that index, as it is (the SBOM below then wants each arch's binaries).
 image=$out/wsl-gpu-hook-image_$describe.tar
-make -s image BIN="$work/image" VERSION="$describe" IMAGE="localhost/wsl-gpu-hook:$describe" >/dev/null
+make -s image BIN="$work/image" VERSION="$describe" IMAGE="localhost/wsl-gpu-hook:$describe" ARCHES="$arches" >/dev/null
 cp "$work/image/wsl-gpu-hook-image.tar" "$image"
 for cmd in wsl-gpu-hook wsl-gpu-ctl wsl-gpu-device-plugin wsl-gpu-dra-driver; do
 	binsbom "$work/image/$cmd"
