@@ -51,11 +51,14 @@ go build -C hack/release -o "$RELEASE_TOOL" .
 go build -C hack/release -o "$work/cyclonedx-gomod" github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
 eval "$("$RELEASE_TOOL" version -describe "$describe" -count "$count")" # deb= rpm= apk= semver=
 
-# binsbom BINARY: the binary's SBOM (the modules it was linked from, read
-# from it), offline: GOPROXY=off keeps the license lookup in the module cache.
+# binsbom ARCH BINARY: the binary's SBOM (the modules it was linked from,
+# read from it; their licenses from the module cache), offline: GOPROXY=off,
+# and GOSUMDB=off as the cached modules were checked against go.sum when the
+# build fetched them. GOARCH names the binary's arch in the package URLs
+# (cyclonedx-gomod takes it from the environment, not the binary).
 binsbom() {
-	GOPROXY=off GOFLAGS=-mod=mod "$work/cyclonedx-gomod" bin -json -licenses -noserial -notimestamp \
-		-version "$describe" -output "$1.cdx.json" "$1" 2>>"$work/sbom.log" ||
+	GOARCH=$1 GOPROXY=off GOSUMDB=off "$work/cyclonedx-gomod" bin -json -licenses -noserial -notimestamp \
+		-version "$describe" -output "$2.cdx.json" "$2" 2>>"$work/sbom.log" ||
 		{ cat "$work/sbom.log" >&2; exit 1; }
 }
 # sbom ARTIFACT PURL BINARY...: the artifact's SBOM, from its binaries'.
@@ -71,7 +74,7 @@ for arch in $arches; do
 	bin=$work/$arch
 	for cmd in wsl-gpu-hook wsl-gpu-ctl wsl-gpu-device-plugin wsl-gpu-dra-driver; do
 		CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build "${flags[@]}" -o "$bin/$cmd" ./cmd/$cmd
-		binsbom "$bin/$cmd"
+		binsbom "$arch" "$bin/$cmd"
 	done
 
 	name=wsl-gpu-hook_${describe}_linux_$arch
@@ -105,7 +108,7 @@ image=$out/wsl-gpu-hook-image_$describe.tar
 make -s image BIN="$work/image" VERSION="$describe" IMAGE="localhost/wsl-gpu-hook:$describe" ARCHES="$arches" >/dev/null
 cp "$work/image/wsl-gpu-hook-image.tar" "$image"
 for cmd in wsl-gpu-hook wsl-gpu-ctl wsl-gpu-device-plugin wsl-gpu-dra-driver; do
-	binsbom "$work/image/$cmd"
+	binsbom "$(go env GOARCH)" "$work/image/$cmd"
 done
 sbom "$image" "pkg:oci/wsl-gpu-hook?repository_url=localhost/wsl-gpu-hook&tag=$describe" \
 	"$work/image/wsl-gpu-hook" "$work/image/wsl-gpu-ctl" "$work/image/wsl-gpu-device-plugin" "$work/image/wsl-gpu-dra-driver"

@@ -61,7 +61,10 @@ func sbomCmd(args []string) error {
 			return fmt.Errorf("sbom: %s describes no binary", f)
 		}
 		bin := *b.Metadata.Component
-		bin.Properties = b.Properties // the binary's hashes and build settings
+		bin.Properties = b.Metadata.Properties // the binary's hashes and build settings
+		// The project's own code: cyclonedx-gomod finds no license for a
+		// module version the module proxy does not serve.
+		bin.Licenses = subject.Licenses
 		if bom.Metadata.Tools == nil {
 			bom.Metadata.Tools = b.Metadata.Tools
 		}

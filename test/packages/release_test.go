@@ -85,7 +85,8 @@ func TestReleaseReproducible(t *testing.T) {
 		t.Fatalf("the release holds\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 
-	t.Run("SBOMs name their artifacts", func(t *testing.T) {
+	t.Run("SBOMs", func(t *testing.T) {
+		tarball := tarFiles(t, filepath.Join(out, artifacts[0]))
 		for _, a := range artifacts {
 			var bom struct {
 				Metadata struct {
@@ -94,7 +95,12 @@ func TestReleaseReproducible(t *testing.T) {
 						Hashes  []struct{ Alg, Content string }
 					}
 				}
-				Components []struct{ Name string }
+				Components []struct {
+					Type, Name, Purl string
+					Licenses         []any
+					Evidence         struct{ Licenses []any }
+					Properties       []struct{ Name, Value string }
+				}
 			}
 			if err := json.Unmarshal(must(os.ReadFile(filepath.Join(out, a+".cdx.json"))), &bom); err != nil {
 				t.Fatalf("%s.cdx.json: %v", a, err)
@@ -104,8 +110,38 @@ func TestReleaseReproducible(t *testing.T) {
 			if c.Version != describe || len(c.Hashes) != 1 || c.Hashes[0].Content != hex.EncodeToString(sum[:]) {
 				t.Errorf("%s.cdx.json describes %s %v, want %s and the artifact's SHA-256 %x", a, c.Version, c.Hashes, describe, sum)
 			}
-			if len(bom.Components) < 5 {
-				t.Errorf("%s.cdx.json lists %d components: not the binaries' modules", a, len(bom.Components))
+			arch := "amd64" // the image: this machine's
+			if strings.Contains(a, "arm64") || strings.Contains(a, "aarch64") {
+				arch = "arm64"
+			}
+			binaries := 0
+			for _, m := range bom.Components {
+				if !strings.Contains(m.Purl, "goarch="+arch+"&") {
+					t.Errorf("%s.cdx.json: %s is for another arch: %s", a, m.Name, m.Purl)
+				}
+				if len(m.Licenses) == 0 && len(m.Evidence.Licenses) == 0 {
+					t.Errorf("%s.cdx.json: %s has no license", a, m.Name)
+				}
+				if m.Type != "application" {
+					continue
+				}
+				binaries++
+				props := map[string]string{}
+				for _, p := range m.Properties {
+					props[p.Name] = p.Value
+				}
+				if props["cdx:gomod:binary:hash:SHA-256"] == "" || props["cdx:gomod:build:env:CGO_ENABLED"] != "0" {
+					t.Errorf("%s.cdx.json: the binary %s has no hash or is not static: %v", a, m.Purl, props)
+				}
+				if a == artifacts[0] {
+					bin := sha256.Sum256(tarball["wsl-gpu-hook_"+describe+"_linux_amd64/bin/"+props["cdx:gomod:binary:name"]])
+					if props["cdx:gomod:binary:hash:SHA-256"] != hex.EncodeToString(bin[:]) {
+						t.Errorf("%s.cdx.json: %s's hash is not the tarball's %s", a, m.Purl, props["cdx:gomod:binary:name"])
+					}
+				}
+			}
+			if want := map[bool]int{true: 2, false: 4}[strings.HasSuffix(a, ".deb") || strings.HasSuffix(a, ".rpm") || strings.HasSuffix(a, ".apk")]; binaries != want || len(bom.Components) < 5 {
+				t.Errorf("%s.cdx.json lists %d binaries (want %d) and %d components", a, binaries, want, len(bom.Components))
 			}
 		}
 	})
