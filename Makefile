@@ -155,7 +155,6 @@ fuzz:
 ## wsl-gpu-hook_<version>-r0_<arch>.apk, from the one description
 ## packaging/nfpm.yaml (hack/packages.sh; packaging/README.md)
 ARCH   ?= amd64
-ARCHES ?= amd64 arm64
 deb rpm apk:
 	./hack/packages.sh $(BIN) $(ARCH) $@
 
