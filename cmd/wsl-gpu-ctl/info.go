@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/adapterid"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
@@ -29,6 +30,10 @@ func memoryColumn(a infoAdapter) string {
 
 // infoAdapter is one row of `info --json`; field names are a stable interface.
 type infoAdapter struct {
+	// ID is the adapter's identity: the device plugin's device ID, the
+	// DRA device's name, the metrics' gpu label (package adapterid).
+	ID          string   `json:"id"`
+	Kind        string   `json:"kind"`
 	Index       int      `json:"index"`
 	Vendor      string   `json:"vendor"`
 	VendorID    string   `json:"vendorId"`
@@ -108,8 +113,11 @@ func gatherInfo(cfg config.Config) (*infoReport, error) {
 	for _, f := range inv.Folders {
 		folders[f.Name] = f
 	}
-	for _, a := range inv.Adapters {
+	ids := adapterid.Of(inv.Adapters)
+	for i, a := range inv.Adapters {
 		row := infoAdapter{
+			ID:          ids[i].Name,
+			Kind:        string(ids[i].Kind),
 			Index:       a.Index,
 			Vendor:      string(a.Vendor),
 			VendorID:    fmt.Sprintf("0x%04x", a.PCI.Vendor),
@@ -148,14 +156,14 @@ func fileNames(files []driverstore.File) []string {
 
 func printInfo(w io.Writer, rep *infoReport) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "INDEX\tVENDOR\tPCI ID\tLUID\tWDDM\tMEMORY\tFLAGS\tDRIVER FOLDER\tKEY FILES")
+	fmt.Fprintln(tw, "INDEX\tID\tKIND\tVENDOR\tPCI ID\tLUID\tWDDM\tMEMORY\tFLAGS\tDRIVER FOLDER\tKEY FILES")
 	for _, a := range rep.Adapters {
 		folder := a.Folder
 		if a.Error != "" {
 			folder = "MISSING"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s:%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			a.Index, a.Vendor, strings.TrimPrefix(a.VendorID, "0x"), strings.TrimPrefix(a.DeviceID, "0x"),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s:%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			a.Index, a.ID, a.Kind, a.Vendor, strings.TrimPrefix(a.VendorID, "0x"), strings.TrimPrefix(a.DeviceID, "0x"),
 			a.LUID, a.WDDM, memoryColumn(a), strings.Join(a.Flags, ","), orDash(folder), orDash(strings.Join(a.Libraries, " ")))
 	}
 	tw.Flush()

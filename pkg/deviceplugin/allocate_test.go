@@ -36,8 +36,8 @@ func TestAllocate(t *testing.T) {
 	h := newHost(t, "nvidia-laptop")
 	nvFolder := "nvltwi.inf_amd64_7b2a5c1c4e6f8d90"
 	intelFolder := "iigd_dch.inf_amd64_ba2ab4a3e0e0b2ea"
-	nvID := "nvidia-10de-2520-3a5c17aa-nvltwi.inf_amd64-0"
-	intelID := "intel-8086-9a49-22d817aa-iigd_dch.inf_amd64-0"
+	nvID := "nvidia-2520-3a5c17aa-0"
+	intelID := "intel-9a49-22d817aa-0"
 	dev := []DeviceSpec{{HostPath: "/sim/dxg", ContainerPath: "/dev/dxg", Permissions: "rw"}}
 	lib := Mount{HostPath: h.lib, ContainerPath: "/usr/lib/wsl/lib"}
 	tests := []struct {
@@ -98,7 +98,7 @@ func TestAllocate(t *testing.T) {
 func TestAllocateRefuses(t *testing.T) {
 	h := newHost(t, "nvidia-laptop")
 	opt := h.opts()
-	nvID := "nvidia-10de-2520-3a5c17aa-nvltwi.inf_amd64-0"
+	nvID := "nvidia-2520-3a5c17aa-0"
 	p := Build(h.inventory(t), nil, nil, opt)
 	inv := h.inventory(t)
 	inv.Adapters = inv.Adapters[:1]

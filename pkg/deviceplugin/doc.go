@@ -11,7 +11,7 @@
 // gpu.intel.com/dxg, qualcomm.com/gpu, wsl-gpu-hook.dev/dxg for Microsoft
 // and unknown vendors), one device per adapter, optionally Replicas
 // devices per adapter for sharing. Compute-only accelerators that are not
-// GPUs (IsNPU: Intel's AI Boost NPU, Qualcomm's Hexagon NPU) go under their
+// GPUs (adapterid.NPU: Intel's AI Boost NPU, Qualcomm's Hexagon NPU) go under their
 // own resource, wsl-gpu-hook.dev/npu, never under a GPU's; NVIDIA and AMD
 // compute-only adapters stay GPUs.
 // Software adapters (WARP) are never advertised: they are not GPUs. Names,
@@ -23,23 +23,11 @@
 //
 // # Device IDs
 //
-// Windows gives adapters a new LUID every boot, and the enumeration index
-// follows the host's order, so neither names a GPU for long. A device ID is
-// built from what stays with the hardware and its driver:
-//
-//	<vendor>-<pci vendor>-<pci device>-<subsystem><subvendor>-<inf>-<ordinal>
-//	nvidia-10de-2520-3a5c17aa-nvltwi.inf_amd64-0
-//	qualcomm-4d4f4351-36334330-00000000-qcdxkmsuc8380.inf_arm64-0
-//
-// (Windows on Arm reports ACPI ids, "QCOM" and "0C36", in the PCI fields:
-// they print whole.)
-//
-// <inf> is the driver store folder's name lowercased without the hash
-// Windows appends (nvltwi.inf_amd64_7b2a5c1c4e6f8d90 -> nvltwi.inf_amd64),
-// so a driver update keeps the ID; <ordinal> counts identical adapters (same
-// everything before it) in host order. The IDs survive plugin restarts and
-// WSL reboots; two identical GPUs may swap IDs if the host enumerates them
-// in another order, which nothing in the VM can tell apart. With Replicas n
+// A device ID is the adapter's identity (package adapterid), the same
+// name the DRA driver gives the device, the metrics' gpu label and `info`'s
+// ID column: what stays with the hardware across WSL boots (a new LUID)
+// and driver updates (a new folder hash), e.g. nvidia-2520-3a5c17aa-0 or,
+// on Windows on Arm, qualcomm-36334330-00000000-0. With Replicas n
 // > 1 each adapter yields IDs <id>::0 .. <id>::n-1.
 //
 // # Health

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/adapterid"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 )
 
@@ -18,59 +19,93 @@ const FeaturePrefix = "wsl-gpu-hook."
 // feature files on the node.
 const DefaultFeatureFile = "/etc/kubernetes/node-feature-discovery/features.d/wsl-gpu-hook"
 
-// Features returns the node-feature-discovery feature file for inv, one
-// name=value line each, sorted: whether WSL GPUs are present, how many
-// adapters (software ones left out), per vendor the count, the lowest WDDM
-// version and whether one is compute-only (an MCDM adapter or NPU). Label
-// values are what Kubernetes accepts: digits, dots, true/false.
-func Features(inv *driverstore.Inventory) string {
-	type vendorFacts struct {
-		count       int
-		wddm        uint32
-		computeOnly bool
+// Facts is what a node's adapters are, as its feature file and its labels
+// (package nodelabels) both say it: one reading, two renderings.
+type Facts struct {
+	// Adapters counts the adapters, software ones left out.
+	Adapters int
+	// WDDM is the lowest WDDM version among them; ComputeOnly says
+	// whether one is compute-only (an MCDM adapter or NPU).
+	WDDM        uint32
+	ComputeOnly bool
+	Vendors     map[driverstore.Vendor]VendorFacts
+}
+
+// VendorFacts is Facts for one vendor's adapters.
+type VendorFacts struct {
+	Count       int
+	WDDM        uint32
+	ComputeOnly bool
+	// Driver is the driver store folder of its first adapter that has
+	// one.
+	Driver string
+}
+
+// FactsOf reads inv (nil: no adapters can be listed).
+func FactsOf(inv *driverstore.Inventory) Facts {
+	f := Facts{Vendors: map[driverstore.Vendor]VendorFacts{}}
+	if inv == nil {
+		return f
 	}
-	facts := map[driverstore.Vendor]*vendorFacts{}
-	total, anyCompute := 0, false
-	var minWDDM uint32
-	if inv != nil {
-		for _, a := range inv.Adapters {
-			if a.Type.Software() {
-				continue
-			}
-			total++
-			f := facts[a.Vendor]
-			if f == nil {
-				f = &vendorFacts{wddm: a.WDDMVersion}
-				facts[a.Vendor] = f
-			}
-			f.count++
-			f.wddm = min(f.wddm, a.WDDMVersion)
-			f.computeOnly = f.computeOnly || a.Type.ComputeOnly()
-			anyCompute = anyCompute || a.Type.ComputeOnly()
-			if minWDDM == 0 || a.WDDMVersion < minWDDM {
-				minWDDM = a.WDDMVersion
-			}
+	for i, id := range adapterid.Of(inv.Adapters) {
+		if id.Kind == adapterid.Software {
+			continue
+		}
+		a := inv.Adapters[i]
+		f.Adapters++
+		v, ok := f.Vendors[a.Vendor]
+		if !ok {
+			v.WDDM = a.WDDMVersion
+		}
+		v.Count++
+		v.WDDM = min(v.WDDM, a.WDDMVersion)
+		v.ComputeOnly = v.ComputeOnly || a.Type.ComputeOnly()
+		if v.Driver == "" {
+			v.Driver = a.Folder
+		}
+		f.Vendors[a.Vendor] = v
+		f.ComputeOnly = f.ComputeOnly || a.Type.ComputeOnly()
+		if f.WDDM == 0 || a.WDDMVersion < f.WDDM {
+			f.WDDM = a.WDDMVersion
 		}
 	}
-	lines := []string{
-		"present=" + strconv.FormatBool(total > 0),
-		"adapters=" + strconv.Itoa(total),
+	return f
+}
+
+// Values are the facts as feature names (without FeaturePrefix) and
+// values, which Kubernetes accepts as label values: digits, dots,
+// true/false. Driver folders are not among them: they are labels only.
+func (f Facts) Values() map[string]string {
+	out := map[string]string{
+		"present":  strconv.FormatBool(f.Adapters > 0),
+		"adapters": strconv.Itoa(f.Adapters),
 	}
-	if total > 0 {
-		lines = append(lines, "wddm="+wddm(minWDDM), "compute-only="+strconv.FormatBool(anyCompute))
+	if f.Adapters > 0 {
+		out["wddm"] = wddm(f.WDDM)
+		out["compute-only"] = strconv.FormatBool(f.ComputeOnly)
 	}
 	var vendors []string
-	for v, f := range facts {
+	for v, vf := range f.Vendors {
 		vendors = append(vendors, string(v))
-		lines = append(lines,
-			fmt.Sprintf("%s.count=%d", v, f.count),
-			fmt.Sprintf("%s.wddm=%s", v, wddm(f.wddm)),
-			fmt.Sprintf("%s.compute-only=%t", v, f.computeOnly))
+		out[string(v)+".count"] = strconv.Itoa(vf.Count)
+		out[string(v)+".wddm"] = wddm(vf.WDDM)
+		out[string(v)+".compute-only"] = strconv.FormatBool(vf.ComputeOnly)
 	}
 	sort.Strings(vendors)
 	if len(vendors) > 0 {
 		// A label value may not hold commas: vendors are joined with dots.
-		lines = append(lines, "vendors="+strings.Join(vendors, "."))
+		out["vendors"] = strings.Join(vendors, ".")
+	}
+	return out
+}
+
+// Features returns the node-feature-discovery feature file for inv, one
+// name=value line each (Facts.Values), sorted.
+func Features(inv *driverstore.Inventory) string {
+	values := FactsOf(inv).Values()
+	lines := make([]string, 0, len(values))
+	for k, v := range values {
+		lines = append(lines, k+"="+v)
 	}
 	sort.Strings(lines)
 	var b strings.Builder

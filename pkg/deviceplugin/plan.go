@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/adapterid"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 )
 
@@ -19,7 +20,7 @@ const (
 	ResourceQualcomm = "qualcomm.com/gpu"
 	ResourceOther    = "wsl-gpu-hook.dev/dxg"
 	// ResourceNPU is where compute-only accelerators that are not GPUs
-	// go (see IsNPU): never under a GPU resource.
+	// go (adapterid.KindOf): never under a GPU resource.
 	ResourceNPU = "wsl-gpu-hook.dev/npu"
 )
 
@@ -29,7 +30,7 @@ type Options struct {
 	// missing or mapped to "" is not advertised. Microsoft and Unknown
 	// adapters use the Unknown entry.
 	Resources map[driverstore.Vendor]string
-	// NPUResource is the resource NPUs (IsNPU) are advertised under, of
+	// NPUResource is the resource NPUs (adapterid.NPU) are advertised under, of
 	// whatever vendor; "" advertises none.
 	NPUResource string
 	// Replicas is how many devices each adapter is advertised as (>= 1).
@@ -42,17 +43,9 @@ type Options struct {
 	RequestEnv string
 }
 
-// IsNPU reports an adapter that is a compute-only accelerator rather than a
-// GPU: compute-only (MCDM) and not NVIDIA's or AMD's, such as Intel's AI
-// Boost NPU (kipudrv) or Qualcomm's Hexagon NPU (qcnspmcdm). NVIDIA and AMD compute-only adapters are datacenter
-// GPUs in compute mode: CUDA and ROCm run on them, so they stay GPUs.
-func IsNPU(a driverstore.Adapter) bool {
-	return a.Type.ComputeOnly() && a.Vendor != driverstore.NVIDIA && a.Vendor != driverstore.AMD
-}
-
 // resourceOf returns the resource adapter a is advertised under.
 func (o Options) resourceOf(a driverstore.Adapter) string {
-	if IsNPU(a) {
+	if adapterid.KindOf(a) == adapterid.NPU {
 		return o.NPUResource
 	}
 	v := a.Vendor
@@ -116,13 +109,13 @@ func Build(inv *driverstore.Inventory, listErr error, prev *Plan, opt Options) *
 		p.Problem = listErr.Error()
 	} else {
 		p.Adapters = inv.Adapters
-		ids := adapterIDs(inv.Adapters)
+		ids := adapterid.Of(inv.Adapters)
 		vendorCount := map[driverstore.Vendor]int{}
 		for i, a := range inv.Adapters {
 			vi := vendorCount[a.Vendor]
 			vendorCount[a.Vendor]++
 			res := opt.resourceOf(a)
-			if res == "" || a.Type.Software() {
+			if res == "" || ids[i].Kind == adapterid.Software {
 				continue
 			}
 			healthy, reason := true, ""
@@ -130,7 +123,7 @@ func Build(inv *driverstore.Inventory, listErr error, prev *Plan, opt Options) *
 				healthy, reason = false, a.Err.Error()
 			}
 			for r := range replicas {
-				d := Device{ID: replicaID(ids[i], r, replicas), Resource: res, Healthy: healthy, Reason: reason,
+				d := Device{ID: replicaID(ids[i].Name, r, replicas), Resource: res, Healthy: healthy, Reason: reason,
 					Present: true, Adapter: a, VendorIndex: vi, Replica: r}
 				seen[d.Resource+"\x00"+d.ID] = true
 				p.Devices = append(p.Devices, d)

@@ -59,8 +59,8 @@ func summary(p *Plan) []string {
 }
 
 const (
-	laptopIntel  = "gpu.intel.com/dxg intel-8086-9a49-22d817aa-iigd_dch.inf_amd64-0"
-	laptopNVIDIA = "nvidia.com/gpu nvidia-10de-2520-3a5c17aa-nvltwi.inf_amd64-0"
+	laptopIntel  = "gpu.intel.com/dxg intel-9a49-22d817aa-0"
+	laptopNVIDIA = "nvidia.com/gpu nvidia-2520-3a5c17aa-0"
 )
 
 func TestBuildAdvertisesOneDevicePerAdapter(t *testing.T) {
@@ -70,28 +70,28 @@ func TestBuildAdvertisesOneDevicePerAdapter(t *testing.T) {
 		want    []string
 	}{
 		{"nvidia-laptop", nil, []string{laptopIntel + " healthy", laptopNVIDIA + " healthy"}},
-		{"amd-desktop", nil, []string{"amd.com/gpu amd-1002-744c-0e3b1002-u0398975.inf_amd64-0 healthy"}},
+		{"amd-desktop", nil, []string{"amd.com/gpu amd-744c-0e3b1002-0 healthy"}},
 		// The NPU is not a GPU: its own resource, never gpu.intel.com/dxg.
 		// Its folder is named in upper case by the host: the ID is lower case.
 		{"intel-npu", nil, []string{
-			"gpu.intel.com/dxg intel-8086-7d55-0c111028-6_lenovo_iigd_dch.inf_amd64-0 healthy",
-			"wsl-gpu-hook.dev/npu intel-8086-7d1d-0c111028-kipudrv.inf_amd64-0 healthy"}},
+			"gpu.intel.com/dxg intel-7d55-0c111028-0 healthy",
+			"wsl-gpu-hook.dev/npu intel-7d1d-0c111028-0 healthy"}},
 		{"intel-npu", func(o *Options) { o.NPUResource = "" }, []string{
-			"gpu.intel.com/dxg intel-8086-7d55-0c111028-6_lenovo_iigd_dch.inf_amd64-0 healthy"}},
+			"gpu.intel.com/dxg intel-7d55-0c111028-0 healthy"}},
 		// Windows on Arm: the Adreno under Qualcomm's resource, the
 		// Hexagon NPU (compute-only) under the NPU resource; ACPI ids in
 		// the IDs whole, the arm64 package name as the inf.
 		{"snapdragon-x", nil, []string{
-			"qualcomm.com/gpu qualcomm-4d4f4351-36334330-00000000-qcdxkmsuc8380.inf_arm64-0 healthy",
-			"wsl-gpu-hook.dev/npu qualcomm-4d4f4351-41304430-00000000-qcnspmcdm8380.inf_arm64-0 healthy"}},
+			"qualcomm.com/gpu qualcomm-36334330-00000000-0 healthy",
+			"wsl-gpu-hook.dev/npu qualcomm-41304430-00000000-0 healthy"}},
 		{"snapdragon-x", func(o *Options) { o.Resources[driverstore.Qualcomm] = "" }, []string{
-			"wsl-gpu-hook.dev/npu qualcomm-4d4f4351-41304430-00000000-qcnspmcdm8380.inf_arm64-0 healthy"}},
+			"wsl-gpu-hook.dev/npu qualcomm-41304430-00000000-0 healthy"}},
 		{"no-gpu", nil, nil},
 		{"nvidia-laptop", func(o *Options) { o.Resources[driverstore.Intel] = "" }, []string{laptopNVIDIA + " healthy"}},
 		{"nvidia-laptop", func(o *Options) { o.Replicas = 2 }, []string{
 			laptopIntel + "::0 healthy", laptopIntel + "::1 healthy", laptopNVIDIA + "::0 healthy", laptopNVIDIA + "::1 healthy"}},
 		{"compute-only", func(o *Options) { o.Resources[driverstore.NVIDIA] = "example.com/cuda" }, []string{
-			"example.com/cuda nvidia-10de-20b0-145010de-nvami.inf_amd64-0 healthy"}},
+			"example.com/cuda nvidia-20b0-145010de-0 healthy"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.profile, func(t *testing.T) {
@@ -140,8 +140,8 @@ func TestIdenticalAdaptersGetOrdinals(t *testing.T) {
 	h.adapters = append(h.adapters, twin)
 	p := Build(h.inventory(t), nil, nil, h.opts())
 	want := []string{
-		"nvidia.com/gpu nvidia-10de-20b0-145010de-nvami.inf_amd64-0 healthy",
-		"nvidia.com/gpu nvidia-10de-20b0-145010de-nvami.inf_amd64-1 healthy",
+		"nvidia.com/gpu nvidia-20b0-145010de-0 healthy",
+		"nvidia.com/gpu nvidia-20b0-145010de-1 healthy",
 	}
 	if got := summary(p); !reflect.DeepEqual(got, want) {
 		t.Errorf("devices %q, want %q", got, want)
@@ -161,8 +161,11 @@ func TestSoftwareAndMicrosoftAdapters(t *testing.T) {
 	h.adapters = append(h.adapters, warp, virt)
 	p := Build(h.inventory(t), nil, nil, h.opts())
 	want := []string{
-		"amd.com/gpu amd-1002-744c-0e3b1002-u0398975.inf_amd64-0 healthy",
-		"wsl-gpu-hook.dev/dxg microsoft-1414-008c-00000000-u0398975.inf_amd64-0 healthy",
+		"amd.com/gpu amd-744c-0e3b1002-0 healthy",
+		// The software adapter is never advertised but is counted in the
+		// identity (the DRA driver names it too): the virtual adapter
+		// with the same ids is the second.
+		"wsl-gpu-hook.dev/dxg microsoft-008c-00000000-1 healthy",
 	}
 	if got := summary(p); !reflect.DeepEqual(got, want) {
 		t.Errorf("devices\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

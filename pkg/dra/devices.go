@@ -2,7 +2,6 @@ package dra
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -10,12 +9,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/adapterid"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
 // DriverName is the DRA driver's name: the domain of its attributes and
 // capacities, and of its DeviceClasses' selectors.
-const DriverName = "gpu.wsl-gpu-hook.dev"
+const DriverName = wsl.DRADriver
 
 // TaintKey marks a device the driver cannot prepare now; its value says
 // why (one of the Reason constants).
@@ -62,11 +63,9 @@ func Track(prev []Device, inv *driverstore.Inventory, listErr error, now time.Ti
 	var out []Device
 	seen := map[string]bool{}
 	if listErr == nil && inv != nil {
-		ordinal := map[string]int{}
-		for _, a := range inv.Adapters {
-			key := nameKey(a)
-			d := Device{Name: key + "-" + strconv.Itoa(ordinal[key]), Adapter: a, Present: true}
-			ordinal[key]++
+		ids := adapterid.Of(inv.Adapters)
+		for i, a := range inv.Adapters {
+			d := Device{Name: ids[i].Name, Adapter: a, Present: true}
 			if a.Err != nil {
 				d.Reason, d.Problem = ReasonFolderMissing, a.Err.Error()
 			}
@@ -107,22 +106,6 @@ func describe(a driverstore.Adapter) string {
 	return string(a.Vendor)
 }
 
-// nameKey is a device name without its ordinal. It names nothing that
-// changes at a WSL boot (LUID) or a driver update (the folder's hash).
-func nameKey(a driverstore.Adapter) string {
-	return fmt.Sprintf("%s-%s-%04x%04x", a.Vendor, hexID(a.PCI.Device), a.PCI.SubSystem&0xffff, a.PCI.SubVendor&0xffff)
-}
-
-// hexID is a vendor or device id in hex: four digits for a PCI id, all
-// eight for the ACPI ids Windows on Arm reports in the same fields
-// (4d4f4351, "QCOM"), whose low half alone would name someone else.
-func hexID(v uint32) string {
-	if v > 0xffff {
-		return fmt.Sprintf("%08x", v)
-	}
-	return fmt.Sprintf("%04x", v)
-}
-
 // Lookup finds a device by name.
 func Lookup(devs []Device, name string) (Device, bool) {
 	for _, d := range devs {
@@ -149,7 +132,10 @@ const (
 	AttrPCIVendor     = "pciVendor"
 	AttrPCIDevice     = "pciDevice"
 	AttrACPIID        = "acpiID"
-	CapacityMemory    = "memory"
+	// AttrKind is gpu, npu or software (package adapterid decides): what
+	// the shipped DeviceClasses select on.
+	AttrKind       = "kind"
+	CapacityMemory = "memory"
 )
 
 // maxString is the API's limit on a string attribute's length.
@@ -171,12 +157,13 @@ func apiDevice(d Device, s Sharing) resourceapi.Device {
 	a := d.Adapter
 	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 		AttrVendor:      {StringValue: ptr.To(string(a.Vendor))},
+		AttrKind:        {StringValue: ptr.To(string(adapterid.KindOf(a)))},
 		AttrIndex:       {IntValue: ptr.To(int64(a.Index))},
 		AttrLUID:        {StringValue: ptr.To(a.LUID.String())},
 		AttrComputeOnly: {BoolValue: ptr.To(a.Type.ComputeOnly())},
 		AttrSoftware:    {BoolValue: ptr.To(a.Type.Software())},
-		AttrPCIVendor:   {StringValue: ptr.To(hexID(a.PCI.Vendor))},
-		AttrPCIDevice:   {StringValue: ptr.To(hexID(a.PCI.Device))},
+		AttrPCIVendor:   {StringValue: ptr.To(adapterid.Hex(a.PCI.Vendor))},
+		AttrPCIDevice:   {StringValue: ptr.To(adapterid.Hex(a.PCI.Device))},
 	}
 	if id := a.PCI.ACPIID(); id != "" {
 		attrs[AttrACPIID] = resourceapi.DeviceAttribute{StringValue: ptr.To(id)}

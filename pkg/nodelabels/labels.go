@@ -18,23 +18,18 @@ import (
 const Prefix = "wsl-gpu-hook.dev/"
 
 // Labels are the node's labels for inv (nil: the adapters cannot be
-// listed, so only wsl and present=false): node-feature-discovery's
-// features under Prefix, plus each vendor's driver store folder.
+// listed, so only wsl and present=false): the facts node-feature-discovery's
+// feature file also carries (deviceplugin.Facts), under Prefix, plus each
+// vendor's driver store folder.
 func Labels(inv *driverstore.Inventory) map[string]string {
+	f := deviceplugin.FactsOf(inv)
 	out := map[string]string{Prefix + "wsl": "true"}
-	for _, l := range strings.Split(deviceplugin.Features(inv), "\n") {
-		k, v, ok := strings.Cut(l, "=")
-		if !ok || strings.HasPrefix(l, "#") {
-			continue
-		}
-		out[Prefix+strings.TrimPrefix(k, deviceplugin.FeaturePrefix)] = v
+	for k, v := range f.Values() {
+		out[Prefix+k] = v
 	}
-	if inv != nil {
-		for _, a := range inv.Adapters {
-			k := Prefix + string(a.Vendor) + ".driver"
-			if _, ok := out[k]; !ok && a.Folder != "" && !a.Type.Software() && len(a.Folder) <= 63 {
-				out[k] = a.Folder
-			}
+	for v, vf := range f.Vendors {
+		if vf.Driver != "" && len(vf.Driver) <= 63 {
+			out[Prefix+string(v)+".driver"] = vf.Driver
 		}
 	}
 	return out

@@ -29,6 +29,9 @@ const (
 	// HookName is the binary engines run on every container start, and
 	// its argv[0] in hooks.
 	HookName = "wsl-gpu-hook"
+	// DRADriver is the DRA driver's name: the domain of its attributes,
+	// its DeviceClasses' selectors and its CDI kind.
+	DRADriver = "gpu.wsl-gpu-hook.dev"
 	// CtlName is the binary of the commands people run (CtlCommands),
 	// installed next to the hook: the hook links none of their packages,
 	// which would cost every container start their initialisation.

@@ -207,7 +207,7 @@ func shortDir(t *testing.T) string {
 	return dir
 }
 
-const nvID = "nvidia-10de-2520-00000000-nvltwi.inf_amd64-0"
+const nvID = "nvidia-2520-00000000-0"
 
 func TestRegisterWatchAllocate(t *testing.T) {
 	dir := shortDir(t)
