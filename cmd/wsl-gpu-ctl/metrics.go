@@ -13,6 +13,7 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/containernames"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpumetrics"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/metricsserver"
@@ -44,7 +45,7 @@ func runMetrics(ctx context.Context, cfg config.Config, args []string, stdout, s
 	case err != nil:
 		return fmt.Errorf("metrics: %w: pick a free address with --listen", err)
 	}
-	s, err := gpustats.Open(gpustats.Options{Device: cfg.DxgDevice, ProcessRescan: 10 * time.Second})
+	s, err := gpustats.Open(gpustats.Options{Device: cfg.DxgDevice, ProcessRescan: 10 * time.Second, Names: containernames.OnThisHost()})
 	if err != nil {
 		srv.Close()
 		return fmt.Errorf("metrics: %w", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/containernames"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/printable"
 )
@@ -36,7 +37,7 @@ func runTop(ctx context.Context, cfg config.Config, args []string, stdout io.Wri
 	if *interval < 10*time.Millisecond {
 		return cli.UsageError{Msg: "top: --interval must be at least 10ms"}
 	}
-	s, err := gpustats.Open(gpustats.Options{Device: cfg.DxgDevice})
+	s, err := gpustats.Open(gpustats.Options{Device: cfg.DxgDevice, Names: containernames.OnThisHost()})
 	if err != nil {
 		return fmt.Errorf("top: %w", err)
 	}
@@ -93,8 +94,13 @@ func printTop(w io.Writer, s gpustats.Sample, interval time.Duration) {
 		if mem.Total == 0 {
 			mem, group = a.NonLocal, "shared"
 		}
+		// No budget is an unanswered call, not a budget of 0.
+		budget := "-"
+		if a.Budget > 0 {
+			budget = humanBytes(a.Budget)
+		}
 		row := fmt.Sprintf("%d\t%s\t%s\t%s / %s %s\t%s", a.Index, cell(a.Vendor), cell(a.Description),
-			humanBytes(mem.Used), humanBytes(mem.Total), group, humanBytes(a.Budget))
+			humanBytes(mem.Used), humanBytes(mem.Total), group, budget)
 		busy := gpustats.KindBusy(a)
 		for _, k := range topKinds {
 			if v, ok := busy[k.kind]; ok {
@@ -111,7 +117,7 @@ func printTop(w io.Writer, s gpustats.Sample, interval time.Duration) {
 	fmt.Fprintln(tw, "GPU\tPID\tCOMMAND\tCONTAINER\tPOD\tLOCAL\tSHARED")
 	for _, a := range s.Adapters {
 		for _, p := range a.Processes {
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", a.Index, p.PID, cell(p.Comm), cell(orDash(p.Container)), cell(orDash(p.Pod)),
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", a.Index, p.PID, cell(p.Comm), cell(containerOf(p.Process)), cell(podOf(p.Process)),
 				humanBytes(p.Local), humanBytes(p.NonLocal))
 		}
 	}
@@ -126,6 +132,58 @@ func printTop(w io.Writer, s gpustats.Sample, interval time.Duration) {
 			fmt.Fprintf(w, "note: GPU %d: %s\n", a.Index, line(n))
 		}
 	}
+	if n := unattributedLine(s); n != "" {
+		fmt.Fprintln(w, n)
+	}
+}
+
+// unattributedLine sums up, in one line, the processes whose use cannot
+// be read: a line per process and GPU scrolled the table off a terminal
+// with a few containers running.
+func unattributedLine(s gpustats.Sample) string {
+	by := map[string]map[int]bool{}
+	for _, a := range s.Adapters {
+		for _, u := range a.Unattributed {
+			if by[u.Reason] == nil {
+				by[u.Reason] = map[int]bool{}
+			}
+			by[u.Reason][u.PID] = true
+		}
+	}
+	var parts []string
+	total := 0
+	for _, r := range []struct{ reason, what string }{
+		{gpustats.ReasonNotFound, "the WSL kernel cannot attribute (another pid namespace, or a kernel without the pid lookup)"},
+		{gpustats.ReasonAmbiguous, "sharing their namespace pid with another (every container's pid 1)"},
+		{gpustats.ReasonError, "whose query failed"},
+	} {
+		if n := len(by[r.reason]); n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, r.what))
+			total += n
+		}
+	}
+	if total == 0 {
+		return ""
+	}
+	return fmt.Sprintf("note: %d GPU processes not counted: %s (--json lists them)", total, strings.Join(parts, ", "))
+}
+
+// containerOf is the container's name where an engine or the kubelet
+// said it, its id otherwise.
+func containerOf(p gpustats.Process) string {
+	if p.ContainerName != "" {
+		return p.ContainerName
+	}
+	return orDash(p.Container)
+}
+
+// podOf is namespace/name where the kubelet said it, the pod's UID
+// otherwise.
+func podOf(p gpustats.Process) string {
+	if p.PodName != "" {
+		return p.Namespace + "/" + p.PodName
+	}
+	return orDash(p.Pod)
 }
 
 // cell and line make what top shows of names it did not choose (process

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -34,9 +35,10 @@ func TestTopPrintsNoControlBytes(t *testing.T) {
 	busy := 0.5
 	s := gpustats.Sample{Time: time.Unix(0, 0), Adapters: []gpustats.Adapter{
 		{Index: 0, Vendor: "nvidia", Description: "RTX" + hostile, Local: gpustats.Memory{Total: 1 << 30},
-			Engines:   []gpustats.Engine{{Name: "3D" + hostile, Kind: "3d", Busy: &busy, Error: "counter" + hostile}},
-			Processes: []gpustats.ProcessUse{{Process: gpustats.Process{PID: 7, Comm: hostile}, Local: 1 << 20}},
-			Notes:     []string{"pid 8 (" + hostile + "): not attributable"}},
+			Engines:      []gpustats.Engine{{Name: "3D" + hostile, Kind: "3d", Busy: &busy, Error: "counter" + hostile}},
+			Processes:    []gpustats.ProcessUse{{Process: gpustats.Process{PID: 7, Comm: hostile}, Local: 1 << 20}},
+			Notes:        []string{"processes: " + hostile},
+			Unattributed: []gpustats.Unattributed{{PID: 8, Comm: hostile, Reason: gpustats.ReasonAmbiguous}}},
 		{Index: 1, Vendor: "intel", Description: hostile, Error: "adapter statistics: " + hostile},
 	}}
 	var out bytes.Buffer
@@ -46,5 +48,39 @@ func TestTopPrintsNoControlBytes(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), `\x1b]0;owned\x07`) {
 		t.Errorf("the escape sequence is not shown escaped:\n%s", out.String())
+	}
+}
+
+// TestTopView: what a person reads. An unknown budget is "-", not 0;
+// containers and pods by name where known; the processes that cannot be
+// counted in one line, however many adapters and processes.
+func TestTopView(t *testing.T) {
+	s := gpustats.Sample{Time: time.Unix(0, 0), Adapters: []gpustats.Adapter{
+		{Index: 0, Vendor: "intel", Description: "Iris", NonLocal: gpustats.Memory{Total: 8 << 30}, Budget: 0,
+			Unattributed: []gpustats.Unattributed{{PID: 1, Reason: gpustats.ReasonAmbiguous}, {PID: 2, Reason: gpustats.ReasonNotFound}}},
+		{Index: 1, Vendor: "nvidia", Description: "RTX", Local: gpustats.Memory{Total: 6 << 30}, Budget: 5 << 30,
+			Processes: []gpustats.ProcessUse{
+				{Process: gpustats.Process{PID: 7, Comm: "python", Container: "0123456789ab", Pod: "u-1", Namespace: "ml", PodName: "trainer-0", ContainerName: "main"}, Local: 1 << 30},
+				{Process: gpustats.Process{PID: 9, Comm: "bash", Container: "fedcba987654"}, Local: 1 << 20},
+			},
+			Unattributed: []gpustats.Unattributed{{PID: 1, Reason: gpustats.ReasonAmbiguous}, {PID: 2, Reason: gpustats.ReasonNotFound}, {PID: 3, Reason: gpustats.ReasonNotFound}}},
+	}}
+	var out bytes.Buffer
+	printTop(&out, s, time.Second)
+	got := out.String()
+	if !regexp.MustCompile(`8 GiB shared +- `).MatchString(got) {
+		t.Errorf("the unknown budget is not shown as -:\n%s", got)
+	}
+	for _, want := range []string{
+		"python   main          ml/trainer-0",
+		"bash     fedcba987654  -",
+		"note: 3 GPU processes not counted: 2 the WSL kernel cannot attribute (another pid namespace, or a kernel without the pid lookup), 1 sharing their namespace pid with another (every container's pid 1) (--json lists them)\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("top lacks %q:\n%s", want, got)
+		}
+	}
+	if n := strings.Count(got, "note:"); n != 1 {
+		t.Errorf("%d note lines, want one:\n%s", n, got)
 	}
 }

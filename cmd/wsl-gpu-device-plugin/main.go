@@ -45,13 +45,17 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/containernames"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/deviceplugin"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/deviceplugin/server"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpumetrics"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/kubeapi"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/lifecycle"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/nodelabels"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/nodesetup"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/podresources"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
 // version is set by the Makefile at link time.
@@ -76,6 +80,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	debug := fs.Bool("debug", false, "log at debug level")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	metricsAddr := fs.String("metrics-listen", "", "serve GPU metrics for Prometheus at `ADDR`/metrics (e.g. :9835); \"\" serves none")
+	podResources := fs.String("pod-resources-socket", podresources.DefaultSocket, "the kubelet's PodResources `socket`: which pod holds each adapter (wsl_gpu_allocation_info); \"\" asks nothing")
+	namesDir := fs.String("container-names-dir", "", "the kubelet's container log links `dir` (/var/log/containers on the node): name GPU processes' pods and containers; \"\" leaves ids")
 	metricsInterval := fs.Duration("metrics-interval", 10*time.Second, "sample the GPU metrics this often; busy ratios are over one interval")
 	webConfig := fs.String("web-config-file", "", "exporter-toolkit web configuration `file` for the metrics (TLS, basic auth); \"\" serves plain HTTP")
 	nodeRoot := fs.String("node-root", "", "the node's paths are mounted under `DIR` here: set the node up (hook copy, CDI specs); undone at the chart's uninstall only")
@@ -219,7 +225,27 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Log: log,
 	})
 	if *metricsAddr != "" {
-		stopMetrics, err := serveMetrics(ctx, cfg.DxgDevice, *metricsAddr, *webConfig, *metricsInterval, log)
+		var names []containernames.Source
+		if *namesDir != "" {
+			names = append(names, containernames.KubeletLogs{Dir: *namesDir})
+		}
+		var allocs *gpumetrics.Allocations
+		if *podResources != "" {
+			filter := podresources.Filter{Resources: map[string]bool{}, Driver: wsl.DRADriver}
+			for _, r := range opt.Resources {
+				filter.Resources[r] = true
+			}
+			filter.Resources[opt.NPUResource] = true
+			allocs = gpumetrics.NewAllocations(func(ctx context.Context) ([]gpumetrics.Allocation, error) {
+				as, err := podresources.List(ctx, *podResources, filter)
+				out := make([]gpumetrics.Allocation, len(as))
+				for i, a := range as {
+					out[i] = gpumetrics.Allocation(a)
+				}
+				return out, err
+			}, *metricsInterval)
+		}
+		stopMetrics, err := serveMetrics(ctx, cfg.DxgDevice, *metricsAddr, *webConfig, *metricsInterval, names, allocs, log)
 		if err != nil {
 			return err
 		}

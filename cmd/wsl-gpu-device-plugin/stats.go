@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/containernames"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpumetrics"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/metricsserver"
@@ -22,8 +23,9 @@ import (
 // advertising nothing, as the chart deploys it on every node. An address
 // that cannot be listened on, or a web configuration that does not load,
 // is an error.
-func serveMetrics(ctx context.Context, device, addr, webConfig string, interval time.Duration, log *slog.Logger) (func(), error) {
-	s, err := gpustats.Open(gpustats.Options{Device: device, ProcessRescan: 10 * time.Second})
+func serveMetrics(ctx context.Context, device, addr, webConfig string, interval time.Duration, names []containernames.Source,
+	allocs *gpumetrics.Allocations, log *slog.Logger) (func(), error) {
+	s, err := gpustats.Open(gpustats.Options{Device: device, ProcessRescan: 10 * time.Second, Names: names})
 	if err != nil {
 		log.Warn("serving no GPU metrics: the device does not open", "err", err)
 		return func() {}, nil
@@ -31,6 +33,9 @@ func serveMetrics(ctx context.Context, device, addr, webConfig string, interval 
 	poller := gpustats.Poll(s, interval)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(gpumetrics.New(poller))
+	if allocs != nil {
+		reg.MustRegister(allocs)
+	}
 	srv, err := metricsserver.Listen(metricsserver.Options{Addr: addr, WebConfigFile: webConfig,
 		Limits: metricsserver.DefaultLimits(), Log: log}, reg)
 	switch {

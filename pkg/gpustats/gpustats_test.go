@@ -134,25 +134,3 @@ func TestHealthCheckNeverStallsTheCaller(t *testing.T) {
 		t.Errorf("after the host answered again: %v, adapter err %v", err, inv.Adapters[0].Err)
 	}
 }
-
-func TestVendorName(t *testing.T) {
-	tests := []struct {
-		id   uint32
-		want string
-	}{
-		{0x10de, "nvidia"},
-		{0x1002, "amd"},
-		{0x8086, "intel"},
-		{0x1414, "microsoft"},
-		{0x5143, "qualcomm"},
-		{0x4D4F4351, "qualcomm"}, // "QCOM": Windows on Arm's Adreno and Hexagon
-		{0x1ed5, "0x1ed5"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.want, func(t *testing.T) {
-			if got := vendorName(tt.id); got != tt.want {
-				t.Errorf("vendorName(%#x) = %q, want %q", tt.id, got, tt.want)
-			}
-		})
-	}
-}

@@ -2,6 +2,7 @@ package gpustats
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -12,8 +13,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/containernames"
 )
 
 // Process is a process that holds the dxg device open.
@@ -27,6 +31,11 @@ type Process struct {
 	// digits), Pod the Kubernetes pod UID; "" when the cgroup says none.
 	Container string `json:"container,omitempty"`
 	Pod       string `json:"pod,omitempty"`
+	// Namespace, PodName and ContainerName are the names people know
+	// the pod and container by, where Options.Names knew them.
+	Namespace     string `json:"namespace,omitempty"`
+	PodName       string `json:"podName,omitempty"`
+	ContainerName string `json:"containerName,omitempty"`
 	// Ambiguous: another dxg process has the same NSPID.
 	Ambiguous bool `json:"ambiguous,omitempty"`
 }
@@ -176,4 +185,22 @@ func ParseCgroup(s string) (container, pod string) {
 		}
 	}
 	return container, pod
+}
+
+// nameProcesses gives the processes in a container the names srcs know
+// for it. A source that fails costs the names, not the figures: the error
+// says which.
+func nameProcesses(procs []Process, srcs []containernames.Source) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	names, err := containernames.Sources(ctx, srcs...)
+	for i, p := range procs {
+		if n, ok := containernames.Lookup(names, p.Container); ok {
+			procs[i].Namespace, procs[i].PodName, procs[i].ContainerName = n.Namespace, n.Pod, n.Container
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("container names: %w", err)
+	}
+	return nil
 }

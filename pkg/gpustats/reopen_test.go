@@ -13,9 +13,11 @@ import (
 // fakeSession is one open of the device: its adapters, and whether their
 // statistics fail (an adapter removed, a driver restarted under it).
 type fakeSession struct {
-	luids  []dxcore.LUID
-	fail   error
-	closed bool
+	luids []dxcore.LUID
+	// adapters, when set, are the adapters (their LUIDs replaced by luids).
+	adapters []dxcore.Adapter
+	fail     error
+	closed   bool
 	// running is every node's running time (ns); nil is always 0.
 	running func() uint64
 }
@@ -23,7 +25,12 @@ type fakeSession struct {
 func (f *fakeSession) Adapters() []dxcore.StatsAdapter {
 	var out []dxcore.StatsAdapter
 	for i, l := range f.luids {
-		out = append(out, dxcore.StatsAdapter{Adapter: dxcore.Adapter{Index: i, LUID: l}})
+		a := dxcore.Adapter{Index: i}
+		if i < len(f.adapters) {
+			a = f.adapters[i]
+		}
+		a.LUID = l
+		out = append(out, dxcore.StatsAdapter{Adapter: a})
 	}
 	return out
 }
@@ -55,19 +62,20 @@ func (f *fakeSession) Close() error { f.closed = true; return nil }
 // fakeHost is the host as the sampler finds it: the LUIDs the kernel
 // lists now, and what the next open gives.
 type fakeHost struct {
-	luids   []dxcore.LUID
-	fail    error // statistics of sessions opened from now on
-	openErr error
-	opened  []*fakeSession
-	now     time.Time
-	running func() uint64 // the sessions' running times
+	luids    []dxcore.LUID
+	adapters []dxcore.Adapter
+	fail     error // statistics of sessions opened from now on
+	openErr  error
+	opened   []*fakeSession
+	now      time.Time
+	running  func() uint64 // the sessions' running times
 }
 
 func (h *fakeHost) open(string) (session, error) {
 	if h.openErr != nil {
 		return nil, h.openErr
 	}
-	s := &fakeSession{luids: slices.Clone(h.luids), fail: h.fail, running: h.running}
+	s := &fakeSession{luids: slices.Clone(h.luids), adapters: h.adapters, fail: h.fail, running: h.running}
 	h.opened = append(h.opened, s)
 	return s, nil
 }
@@ -153,5 +161,37 @@ func TestSamplerReopensAfterFailures(t *testing.T) {
 	s = p.Sample()
 	if len(h.opened) != 2 || !h.opened[0].closed || s.Adapters[0].Error != "" {
 		t.Fatalf("after %s: %d opens, adapter %+v", reopenAfterError, len(h.opened), s.Adapters[0])
+	}
+}
+
+// TestSampleIdentity: an adapter's series are named by its identity
+// (package adapterid), which a WSL reboot, new LUIDs for the same
+// adapters, does not change; the vendor is the identity's.
+func TestSampleIdentity(t *testing.T) {
+	adapters := []dxcore.Adapter{
+		{PCI: dxcore.PCIIDs{Vendor: 0x8086, Device: 0x9a49, SubSystem: 0x22d8, SubVendor: 0x17aa}},
+		{PCI: dxcore.PCIIDs{Vendor: 0x10de, Device: 0x2520, SubSystem: 0x3a5c, SubVendor: 0x17aa}},
+		{PCI: dxcore.PCIIDs{Vendor: 0x1ed5, Device: 0x0001}, Type: dxcore.TypeComputeOnly},
+	}
+	h := &fakeHost{luids: []dxcore.LUID{{Low: 1}, {Low: 2}, {Low: 3}}, adapters: adapters, now: time.Unix(1000, 0)}
+	p, err := open(Options{NoProcesses: true}, h.open, h.list, func() time.Time { return h.now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func() []string {
+		h.now = h.now.Add(time.Second)
+		var out []string
+		for _, a := range p.Sample().Adapters {
+			out = append(out, a.ID+" "+a.Kind+" "+a.Vendor)
+		}
+		return out
+	}
+	want := []string{"intel-9a49-22d817aa-0 gpu intel", "nvidia-2520-3a5c17aa-0 gpu nvidia", "unknown-0001-00000000-0 npu unknown"}
+	if got := ids(); !slices.Equal(got, want) {
+		t.Fatalf("identities %q, want %q", got, want)
+	}
+	h.luids = []dxcore.LUID{{Low: 11}, {Low: 12}, {Low: 13}} // a WSL reboot
+	if got := ids(); !slices.Equal(got, want) {
+		t.Errorf("after a reboot: %q, want %q", got, want)
 	}
 }

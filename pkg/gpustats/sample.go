@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/adapterid"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/containernames"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 )
@@ -42,6 +44,12 @@ type ProcessUse struct {
 
 // Adapter is one adapter in a sample.
 type Adapter struct {
+	// ID is the adapter's identity (package adapterid): what its series
+	// and the device plugin's and DRA driver's devices are named by,
+	// unchanged by a WSL boot or a driver update. Index and LUID are the
+	// host's names for it now.
+	ID            string `json:"id"`
+	Kind          string `json:"kind"`
 	Index         int    `json:"index"`
 	LUID          string `json:"luid"`
 	Vendor        string `json:"vendor"`
@@ -59,10 +67,35 @@ type Adapter struct {
 	Processes []ProcessUse `json:"processes"`
 	// Error is set when the adapter's queries failed: it is unhealthy.
 	Error string `json:"error,omitempty"`
-	// Notes say what could not be attributed (ambiguous pids, a kernel
-	// without the pid lookup).
+	// Unattributed are dxg processes whose use of the adapter cannot be
+	// read, each with why.
+	Unattributed []Unattributed `json:"unattributed,omitempty"`
+	// Notes say what else could not be read (the /proc scan, a reopened
+	// session).
 	Notes []string `json:"notes,omitempty"`
 }
+
+// Unattributed is a dxg process whose use of an adapter cannot be read.
+type Unattributed struct {
+	PID  int    `json:"pid"`
+	Comm string `json:"comm"`
+	// Reason is one of the Reason constants, Error the call's error for
+	// ReasonError.
+	Reason string `json:"reason"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Why a process is unattributed.
+const (
+	// ReasonAmbiguous: another dxg process has the same pid in its own
+	// namespace (every container's pid 1), which is all the host knows.
+	ReasonAmbiguous = "ambiguous-pid"
+	// ReasonNotFound: the host does not know the pid: a process in a pid
+	// namespace the kernel's lookup cannot resolve, or one that exited.
+	ReasonNotFound = "not-found"
+	// ReasonError: the statistics call failed otherwise.
+	ReasonError = "error"
+)
 
 // Sample is every adapter at one moment.
 type Sample struct {
@@ -88,6 +121,9 @@ type Options struct {
 	// every fd link of every process and costs far more than the ioctls
 	// on a busy host (BenchmarkDxgProcesses); 0 scans on every sample.
 	ProcessRescan time.Duration
+	// Names name the processes' containers (package containernames),
+	// read at every /proc scan; none leaves the ids.
+	Names []containernames.Source
 }
 
 // Sampler takes samples; it is safe for concurrent use (one at a time).
@@ -193,7 +229,13 @@ func open(opt Options, openFn func(string) (session, error), list func(string) (
 	}
 	p := &Sampler{opt: opt, s: s, nodes: map[dxcore.LUID][]dxcore.Node{}, prev: map[string]reading{},
 		now: now, open: openFn, list: list, opened: now(), scanWait: scanWait}
-	p.scanProcs = func() ([]Process, error) { return DxgProcesses(opt.ProcRoot, opt.Device) }
+	p.scanProcs = func() ([]Process, error) {
+		procs, err := DxgProcesses(opt.ProcRoot, opt.Device)
+		if err != nil || len(opt.Names) == 0 {
+			return procs, err
+		}
+		return procs, nameProcesses(procs, opt.Names)
+	}
 	return p, nil
 }
 
@@ -264,6 +306,10 @@ func (p *Sampler) Sample() Sample {
 		}
 		out.Adapters = append(out.Adapters, ad)
 	}
+	ids := identities(p.s.Adapters())
+	for i := range out.Adapters {
+		out.Adapters[i].ID, out.Adapters[i].Kind, out.Adapters[i].Vendor = ids[i].Name, string(ids[i].Kind), string(ids[i].Vendor)
+	}
 	out.Ioctls = p.counter.n
 	out.Seconds = p.now().Sub(now).Seconds()
 	return out
@@ -271,7 +317,7 @@ func (p *Sampler) Sample() Sample {
 
 func (p *Sampler) adapter(a dxcore.StatsAdapter, procs []Process, procErr error) Adapter {
 	out := Adapter{
-		Index: a.Index, LUID: a.LUID.String(), Vendor: vendorName(a.PCI.Vendor),
+		Index: a.Index, LUID: a.LUID.String(),
 		Description: a.Description, DriverVersion: a.DriverVersion,
 		Engines: []Engine{}, Processes: []ProcessUse{},
 	}
@@ -332,7 +378,7 @@ func (p *Sampler) adapter(a dxcore.StatsAdapter, procs []Process, procErr error)
 	if procErr != nil {
 		out.Notes = append(out.Notes, "processes: "+procErr.Error())
 	}
-	out.Processes, out.Notes = p.processes(a, procs, out.Notes)
+	out.Processes, out.Unattributed = p.processes(a, procs)
 	return out
 }
 
@@ -368,15 +414,16 @@ func (p *Sampler) nodeList(luid dxcore.LUID, count int) ([]dxcore.Node, error) {
 	return nodes, nil
 }
 
-func (p *Sampler) processes(a dxcore.StatsAdapter, procs []Process, notes []string) ([]ProcessUse, []string) {
+func (p *Sampler) processes(a dxcore.StatsAdapter, procs []Process) ([]ProcessUse, []Unattributed) {
 	out := []ProcessUse{}
+	var notes []Unattributed
 	self := os.Getpid()
 	for _, pr := range procs {
 		if pr.PID == self {
 			continue // this reader holds /dev/dxg too, and allocates nothing
 		}
 		if pr.Ambiguous {
-			notes = append(notes, fmt.Sprintf("pid %d (%s): its namespace pid %d is shared with another dxg process: not attributable", pr.PID, pr.Comm, pr.NSPID))
+			notes = append(notes, Unattributed{PID: pr.PID, Comm: pr.Comm, Reason: ReasonAmbiguous})
 			continue
 		}
 		p.counter.n += 2
@@ -392,10 +439,10 @@ func (p *Sampler) processes(a dxcore.StatsAdapter, procs []Process, notes []stri
 			}
 		}
 		if errors.Is(err, dxcore.ErrProcessNotFound) {
-			notes = append(notes, fmt.Sprintf("pid %d (%s): %v", pr.PID, pr.Comm, dxcore.ErrProcessNotFound))
+			notes = append(notes, Unattributed{PID: pr.PID, Comm: pr.Comm, Reason: ReasonNotFound})
 			continue
 		}
-		notes = append(notes, fmt.Sprintf("pid %d (%s): %v", pr.PID, pr.Comm, err))
+		notes = append(notes, Unattributed{PID: pr.PID, Comm: pr.Comm, Reason: ReasonError, Error: err.Error()})
 	}
 	return out, notes
 }
@@ -437,11 +484,12 @@ func KindBusy(a Adapter) map[string]float64 {
 	return out
 }
 
-// vendorName is the vendor the hook calls the adapter's PCI vendor by,
-// or the id in hex when it knows none.
-func vendorName(id uint32) string {
-	if v := driverstore.VendorOf(id); v != driverstore.Unknown {
-		return string(v)
+// identities are the adapters' identities, in the session's order, which
+// is the host's.
+func identities(adapters []dxcore.StatsAdapter) []adapterid.ID {
+	as := make([]driverstore.Adapter, len(adapters))
+	for i, a := range adapters {
+		as[i] = driverstore.Adapter{Adapter: a.Adapter, Vendor: driverstore.VendorOf(a.PCI.Vendor)}
 	}
-	return fmt.Sprintf("0x%04x", id)
+	return adapterid.Of(as)
 }
