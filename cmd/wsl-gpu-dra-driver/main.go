@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -38,7 +39,9 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dra/driver"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpumetrics"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/lifecycle"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/metricsserver"
 )
 
 // version is set by the Makefile at link time.
@@ -70,6 +73,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	step := fs.String("memory-step", "256Mi", "share adapters by memory: each claim consumes a multiple of this `quantity` of an adapter's memory; 0 gives each claim a whole adapter")
 	def := fs.String("memory-default", "1Gi", "memory a claim that asks for none consumes (`quantity`)")
+	metricsAddr := fs.String("metrics-listen", "", "serve what the prepared claims were promised (wsl_gpu_claim_memory_bytes) at `ADDR`/metrics; \"\" serves none")
+	webConfig := fs.String("web-config-file", "", "exporter-toolkit web configuration `file` for the metrics (TLS, basic auth); \"\" serves plain HTTP")
 	daemonSet := fs.String("daemonset", "", "this pod's DaemonSet `NAME`, in the pod's namespace: at a stop, remove the claims' specs and the checkpoint only if it is gone (the chart's uninstall)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -141,6 +146,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := d.SetPublisher(ctx, helper); err != nil {
 		return err
 	}
+	if *metricsAddr != "" {
+		stop, err := serveClaims(ctx, d, *metricsAddr, *webConfig, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	d.Watch(ctx, *interval, cfg.DriversDir, filepath.Dir(cfg.DxgDevice))
 	// Running pods' containers need their claims' specs at every start: a
 	// stop removes them only when it is the chart's uninstall.
@@ -173,6 +185,37 @@ func parseSharing(step, def string) (dra.Sharing, error) {
 		return s, fmt.Errorf("--memory-step and --memory-default: %w", err)
 	}
 	return s, nil
+}
+
+// serveClaims serves the claims' promised memory at addr until the
+// returned func is called.
+func serveClaims(ctx context.Context, d *driver.Driver, addr, webConfig string, log *slog.Logger) (func(), error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(gpumetrics.NewClaims(func() []gpumetrics.ClaimMemory {
+		ps := d.Promises()
+		out := make([]gpumetrics.ClaimMemory, len(ps))
+		for i, p := range ps {
+			out[i] = gpumetrics.ClaimMemory{GPU: p.Device, Namespace: p.Namespace, Claim: p.Name, Bytes: p.Memory}
+		}
+		return out
+	}))
+	srv, err := metricsserver.Listen(metricsserver.Options{Addr: addr, WebConfigFile: webConfig, Limits: metricsserver.DefaultLimits(), Log: log}, reg)
+	switch {
+	case errors.Is(err, metricsserver.ErrWebConfig):
+		return nil, fmt.Errorf("metrics: %w: fix --web-config-file", err)
+	case err != nil:
+		return nil, fmt.Errorf("metrics: %w: pick a free address with --metrics-listen", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ctx); err != nil {
+			log.Error("metrics server stopped", "err", err)
+		}
+	}()
+	log.Info("serving the claims' promised memory", "addr", srv.Addr().String())
+	return func() { cancel(); <-done }, nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

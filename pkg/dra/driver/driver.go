@@ -155,6 +155,13 @@ func (d *Driver) SetPublisher(ctx context.Context, p Publisher) error {
 	return d.publishLocked(ctx)
 }
 
+// Promises is what the prepared claims were promised (Checkpoint.Promises).
+func (d *Driver) Promises() []dra.Promise {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cp.Promises()
+}
+
 // Devices is the current device set, for tests and logs.
 func (d *Driver) Devices() []dra.Device {
 	d.mu.Lock()
