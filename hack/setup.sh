@@ -3,7 +3,7 @@
 # Idempotent: packages already present are not touched.
 set -euo pipefail
 
-pkgs=(gcc libc6-dev make runc crun libseccomp-dev busybox-static debootstrap util-linux iproute2 iptables docker.io podman containerd uidmap lintian rpm rpmlint qemu-user-static)
+pkgs=(gcc libc6-dev make runc crun libseccomp-dev busybox-static debootstrap util-linux iproute2 iptables docker.io podman containerd uidmap lintian rpm rpmlint qemu-user-static tmux)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

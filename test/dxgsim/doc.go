@@ -53,6 +53,11 @@
 // re-read at every query, for an update while CMD runs. --removed-file
 // FILE hides the adapters whose indexes it lists (one a line) from every
 // enumeration while they are listed: an adapter removed while CMD runs.
+// --luid-file FILE gives adapters the LUIDs its lines N=0xHEX name, at
+// every enumeration and LUID lookup: a WSL reboot under CMD (same
+// adapters, new LUIDs). Statistics name a process by the pid it has in its
+// own pid namespace, as dxgkrnl records it, so a container's process is
+// asked for by its in-container pid.
 //
 // Misuse the real driver punishes silently is reported: an ENUMADAPTERS3
 // fill with a capacity below the adapter count, and adapter handles a

@@ -48,6 +48,7 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	fs.Var(&luids, "luid", "report adapter N's LUID as `N=0xHEX`, as after Windows restarted the adapter, repeatable")
 	fs.DurationVar(&o.cfg.HostLatency, "host-latency", 0, "delay each call the driver sends to the Windows host (QUERYADAPTERINFO, and a process's first call: its open's process object) by `D`, as the VM bus does; 0 answers at once (hack/benchstart passes WSL's figure)")
 	fs.StringVar(&o.cfg.RemovedFile, "removed-file", "", "re-read `FILE` (one adapter index a line) at every enumeration: those adapters are gone, as when Windows removes one while running")
+	fs.StringVar(&o.cfg.LUIDFile, "luid-file", "", "re-read `FILE` (lines N=0xHEX, as --luid) at every enumeration: new LUIDs while running, as after a WSL reboot")
 	fs.StringVar(&o.cfg.FolderFile, "folder-file", "", "re-read `FILE` (lines N=NAME, as --folder) at every driver store path query: a driver update while running")
 	fs.StringVar(&o.bindHost, "bind-host", "", "show the simulated host tree `DIR` at /usr/lib/wsl and the node at /dev/dxg, in a private mount namespace")
 	fs.Usage = func() {

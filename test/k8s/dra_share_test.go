@@ -154,6 +154,24 @@ func testDRAShares(t *testing.T, c *cluster.Cluster) {
 		if n := strings.Count(claimSpecs(laptop), "\n") + 1; n != 4 {
 			t.Errorf("%d claim specs on the laptop, want one per share:\n%s", n, claimSpecs(laptop))
 		}
+		// What the claims were promised, as the DRA driver serves it:
+		// "requested by claims", to set beside "used".
+		ip := x.nsField(x.pluginPod("laptop"), "{.status.podIP}")
+		out, err := laptop.Exec("busybox", "wget", "-q", "-O", "-", "http://"+ip+":9836/metrics")
+		if err != nil {
+			t.Fatalf("scrape the DRA driver: %v\n%s", err, out)
+		}
+		var sum float64
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, `wsl_gpu_claim_memory_bytes{claim=`) && strings.Contains(l, `gpu="`+nvDevice+`"`) {
+				var v float64
+				fmt.Sscan(l[strings.LastIndexByte(l, ' ')+1:], &v)
+				sum += v
+			}
+		}
+		if sum != 4<<30 {
+			t.Errorf("the DRA driver reports %v bytes promised on %s, want the four shares' 4 GiB:\n%s", sum, nvDevice, out)
+		}
 	})
 
 	// The monitoring pod holds its claim (its second container sleeps)

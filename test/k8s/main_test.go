@@ -13,8 +13,8 @@ import (
 // env is what the suites share: one cluster, and the laptop's dxgsim
 // fault files (driver folder names, removed adapters).
 type env struct {
-	c                *cluster.Cluster
-	folders, removed string
+	c                       *cluster.Cluster
+	folders, removed, luids string
 }
 
 // TestK8s starts one four-node cluster (the NVIDIA laptop, an AMD desktop,
@@ -33,9 +33,10 @@ func TestK8s(t *testing.T) {
 	t.Parallel()
 	scratch := t.TempDir()
 	archive := makeImage(t, scratch)
-	e := env{folders: filepath.Join(scratch, "laptop-folders"), removed: filepath.Join(scratch, "laptop-removed")}
+	e := env{folders: filepath.Join(scratch, "laptop-folders"), removed: filepath.Join(scratch, "laptop-removed"),
+		luids: filepath.Join(scratch, "laptop-luids")}
 	e.c = cluster.Start(t, cluster.Options{Images: []string{archive}, Nodes: []cluster.NodeSpec{
-		{Name: "laptop", Profile: "nvidia-laptop", DxgsimArgs: []string{"--folder-file", e.folders, "--removed-file", e.removed}},
+		{Name: "laptop", Profile: "nvidia-laptop", DxgsimArgs: []string{"--folder-file", e.folders, "--removed-file", e.removed, "--luid-file", e.luids}},
 		{Name: "amd", Profile: "amd-desktop"},
 		{Name: "npu", Profile: "intel-npu"},
 		{Name: "nodxg", Profile: "nvidia-laptop", NoDxg: true},
@@ -48,6 +49,7 @@ func TestK8s(t *testing.T) {
 		{"WSLGPU", testWSLGPU},
 		{"DRA", testDRA},
 		{"Operation", testOperation},
+		{"Metrics", testMetrics},
 	} {
 		t.Run(s.name, func(t *testing.T) {
 			begin := time.Now()
@@ -99,4 +101,5 @@ func (e env) restore(t *testing.T) {
 	}
 	os.Remove(e.folders)
 	os.Remove(e.removed)
+	os.Remove(e.luids)
 }

@@ -289,8 +289,8 @@ func testWSLGPU(t *testing.T, e env) {
 		// The simulated laptop's modelled load: its RTX keeps compute 75%
 		// busy, and has 6 GiB of local memory.
 		for _, want := range []string{
-			`wsl_gpu_adapter_info{adapter="1",description="NVIDIA GeForce RTX 3060 Laptop GPU",driver_version="32.0.15.6094",luid="0x4486d1",vendor="nvidia"} 1`,
-			`wsl_gpu_memory_total_bytes{adapter="1",group="local",luid="0x4486d1"} 6.442450944e+09`,
+			`wsl_gpu_adapter_info{description="NVIDIA GeForce RTX 3060 Laptop GPU",driver_version="32.0.15.6094",gpu="nvidia-2520-3a5c17aa-0",index="1",kind="gpu",luid="0x4486d1",vendor="nvidia"} 1`,
+			`wsl_gpu_memory_total_bytes{gpu="nvidia-2520-3a5c17aa-0",group="local"} 6.442450944e+09`,
 		} {
 			if !strings.Contains(out, want) {
 				t.Errorf("metrics lack %s:\n%s", want, out)
@@ -298,7 +298,7 @@ func testWSLGPU(t *testing.T, e env) {
 		}
 		var busy float64
 		for _, line := range strings.Split(out, "\n") {
-			if strings.HasPrefix(line, `wsl_gpu_engine_busy_ratio{adapter="1",kind="compute"`) {
+			if strings.HasPrefix(line, `wsl_gpu_engine_busy_ratio{gpu="nvidia-2520-3a5c17aa-0",kind="compute"`) {
 				fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &busy)
 			}
 		}

@@ -14,8 +14,10 @@ import (
 type Binaries struct {
 	Kube       string // bin dir of hack/kube/build.sh: kube-apiserver, ..., kubectl, etcd, helm
 	CNI        string // bin dir: bridge, host-local, loopback, portmap
+	Prometheus string // bin dir: prometheus (hack/prometheus)
 	Containerd string // bin dir: containerd, containerd-shim-runc-v2, ctr
 	Dxgsim     string
+	GPUWorker  string // test/gpuworker: a process the simulated host gives modelled memory
 	Fixture    string // wslfixture
 	OCIImage   string // hack/ociimage
 	Pause      string
@@ -73,10 +75,10 @@ func Build(bin string) (Binaries, error) {
 		}()
 	}
 	do(func() error {
-		out, err := script(root, "hack/kube/build.sh", "kube", "cni")
+		out, err := script(root, "hack/kube/build.sh", "kube", "cni", "prometheus")
 		if err == nil {
-			if l := strings.Fields(out); len(l) == 2 {
-				b.Kube, b.CNI = l[0], l[1]
+			if l := strings.Fields(out); len(l) == 3 {
+				b.Kube, b.CNI, b.Prometheus = l[0], l[1], l[2]
 			} else {
 				err = fmt.Errorf("hack/kube/build.sh printed %q", out)
 			}
@@ -90,7 +92,7 @@ func Build(bin string) (Binaries, error) {
 	for _, t := range []struct {
 		dst *string
 		pkg string
-	}{{&b.Dxgsim, "./test/dxgsim"}, {&b.Fixture, "./test/fixture/cmd/wslfixture"}, {&b.OCIImage, "./hack/ociimage"}} {
+	}{{&b.Dxgsim, "./test/dxgsim"}, {&b.GPUWorker, "./test/gpuworker"}, {&b.Fixture, "./test/fixture/cmd/wslfixture"}, {&b.OCIImage, "./hack/ociimage"}} {
 		*t.dst = filepath.Join(bin, filepath.Base(t.pkg))
 		do(func() error { return GoBuild(root, *t.dst, t.pkg) })
 	}
@@ -127,7 +129,7 @@ func script(root, path string, args ...string) (string, error) {
 func (c *Cluster) buildImages() error {
 	dir := filepath.Join(c.Dir, "images")
 	rootfs := filepath.Join(dir, "rootfs")
-	if err := testRootfs(rootfs, filepath.Join(c.Bins.Root, "hack/cudaprobe.c")); err != nil {
+	if err := testRootfs(rootfs, filepath.Join(c.Bins.Root, "hack/cudaprobe.c"), c.Bins.GPUWorker); err != nil {
 		return err
 	}
 	pause := filepath.Join(dir, "pause.tar")
@@ -144,9 +146,10 @@ func (c *Cluster) buildImages() error {
 }
 
 // testRootfs lays out a minimal glibc image: busybox, the host's glibc (the
-// fixture's libraries are built against it) and cudaprobe, which dlopens
-// libcuda.so.1 with no LD_LIBRARY_PATH and calls cuInit.
-func testRootfs(root, cudaprobe string) error {
+// fixture's libraries are built against it), cudaprobe, which dlopens
+// libcuda.so.1 with no LD_LIBRARY_PATH and calls cuInit, and gpu-worker,
+// the process the simulated host's workload model gives GPU memory.
+func testRootfs(root, cudaprobe, worker string) error {
 	for _, d := range []string{"bin", "etc", "dev", "proc", "sys", "tmp", "usr/local/bin", "lib64", "lib/x86_64-linux-gnu"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			return err
@@ -175,6 +178,9 @@ func testRootfs(root, cudaprobe string) error {
 		return err
 	}
 	os.WriteFile(filepath.Join(root, "etc/passwd"), []byte("root:x:0:0:root:/root:/bin/sh\n"), 0o644)
+	if _, err := run("cp", worker, filepath.Join(root, "usr/local/bin/gpu-worker")); err != nil {
+		return err
+	}
 	_, err = run("gcc", "-O2", "-o", filepath.Join(root, "usr/local/bin/cudaprobe"), cudaprobe, "-ldl")
 	return err
 }

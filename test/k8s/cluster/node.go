@@ -313,6 +313,14 @@ func (n *Node) Path(p string) string {
 	return filepath.Join("/proc", strings.TrimSpace(string(pid)), "root", p)
 }
 
+// StartInNet starts args in the node's network namespace (and the host's
+// mount namespace), as a program run beside the node, such as a Prometheus
+// scraping its pods, would be; its output goes to Dir/NAME.log. The caller
+// stops it (Proc.Stop, by its process group).
+func (n *Node) StartInNet(name string, args ...string) (*Proc, error) {
+	return start(name, filepath.Join(n.Dir, name+".log"), nil, append([]string{"nsenter", "--net=" + n.netns, "--"}, args...)...)
+}
+
 // Ctr runs containerd's ctr in the k8s.io namespace of the node's containerd.
 func (n *Node) Ctr(args ...string) (string, error) {
 	return run(append([]string{filepath.Join(n.c.Bins.Containerd, "ctr"), "--address", n.sock, "--namespace", "k8s.io"}, args...)...)

@@ -24,10 +24,12 @@ type host struct {
 	folderFile string
 	// removedFile is Config.RemovedFile.
 	removedFile string
+	// luidFile is Config.LUIDFile.
+	luidFile string
 }
 
 func newHost(cfg Config) *host {
-	h := &host{queryFail: map[int]bool{}, load: simhost.WorkloadFor(cfg.Profile), folderFile: cfg.FolderFile, removedFile: cfg.RemovedFile}
+	h := &host{queryFail: map[int]bool{}, load: simhost.WorkloadFor(cfg.Profile), folderFile: cfg.FolderFile, removedFile: cfg.RemovedFile, luidFile: cfg.LUIDFile}
 	if cfg.Workload != nil {
 		h.load = *cfg.Workload
 	}
@@ -226,6 +228,35 @@ func (h *host) removed() map[int]bool {
 		}
 	}
 	return out
+}
+
+// luid is adapter i's LUID now: the profile's, or luidFile's line i.
+func (h *host) luid(i int) (low, high uint32) {
+	a := h.adapters[i]
+	if h.luidFile == "" {
+		return a.LUIDLow, a.LUIDHigh
+	}
+	data, _ := os.ReadFile(h.luidFile)
+	for _, l := range strings.Fields(string(data)) {
+		n, hex, ok := strings.Cut(l, "=")
+		if idx, err := strconv.Atoi(n); ok && err == nil && idx == i {
+			if v, err := strconv.ParseUint(strings.TrimPrefix(hex, "0x"), 16, 64); err == nil && v != 0 {
+				return uint32(v), uint32(v >> 32)
+			}
+		}
+	}
+	return a.LUIDLow, a.LUIDHigh
+}
+
+// byLUID is the index of the adapter whose LUID is low, high now; -1 for
+// none (a LUID of before a reboot names nothing).
+func (h *host) byLUID(low, high uint32) int {
+	for i := range h.adapters {
+		if l, hi := h.luid(i); l == low && hi == high {
+			return i
+		}
+	}
+	return -1
 }
 
 // putUTF16 writes s as NUL-terminated UTF-16LE, truncated to fit.

@@ -52,6 +52,10 @@ type Config struct {
 	// hides adapter N from the list, as when Windows removes or disables
 	// the adapter while the VM runs. Handles already open keep answering.
 	RemovedFile string
+	// LUIDFile, if set, is read at every enumeration and LUID lookup:
+	// lines N=0xHEX give adapter N that LUID, as after a WSL reboot (every
+	// adapter gets a new one) or Windows restarting the adapter.
+	LUIDFile string
 }
 
 // Validate reports every index that does not name an adapter.
@@ -165,7 +169,11 @@ type Kernel struct {
 
 // process is the driver's per-process state: its handle table.
 type process struct {
-	comm    string
+	comm string
+	// nspid is the process's pid in its own pid namespace when it first
+	// called: what dxgkrnl records (task_pid_vnr) and the statistics
+	// calls name it by.
+	nspid   uint64
 	next    uint32         // handle counter: closed handles never come back
 	handles map[uint32]int // handle -> adapter index
 }
@@ -420,11 +428,11 @@ func (k *Kernel) fill(c Caller, mem Memory, countAt, array uint64, list []int, l
 	}
 	buf := make([]byte, sizeAdapterInfo*len(list))
 	for n, i := range list {
-		a := k.host.adapters[i]
 		e := buf[n*sizeAdapterInfo:]
 		le.PutUint32(e[0:], handles[n])
-		le.PutUint32(e[4:], a.LUIDLow)
-		le.PutUint32(e[8:], a.LUIDHigh)
+		low, high := k.host.luid(i)
+		le.PutUint32(e[4:], low)
+		le.PutUint32(e[8:], high)
 		// num_sources and precise_present_regions stay 0: no display.
 	}
 	var cnt [4]byte
@@ -442,7 +450,7 @@ func (k *Kernel) open(c Caller, list []int) ([]uint32, syscall.Errno) {
 	defer k.mu.Unlock()
 	p := k.procs[c.Process]
 	if p == nil {
-		p = &process{comm: c.Comm, handles: map[uint32]int{}}
+		p = &process{comm: c.Comm, nspid: nsPID(c.TGID), handles: map[uint32]int{}}
 		k.procs[c.Process] = p
 	}
 	if len(p.handles)+len(list) > maxHandlesPerProcess {
@@ -512,13 +520,7 @@ func (k *Kernel) openAdapterFromLUID(c Caller, arg uint64, mem Memory, live func
 		return k.fail(copyFault)
 	}
 	low, high := le.Uint32(args[0:]), le.Uint32(args[4:])
-	idx := -1
-	for i, a := range k.host.adapters {
-		if a.LUIDLow == low && a.LUIDHigh == high {
-			idx = i
-			break
-		}
-	}
+	idx := k.host.byLUID(low, high)
 	if idx < 0 {
 		return k.fail(syscall.EINVAL)
 	}

@@ -1,6 +1,9 @@
 package dxg
 
 import (
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,29 +42,39 @@ func (k *Kernel) statsClock() time.Duration {
 // load returns the modelled load of adapter i.
 func (k *Kernel) load(i int) simhost.AdapterLoad { return k.host.load.Adapters[i] }
 
-func (k *Kernel) adapterByLUID(low, high uint32) int {
-	for i, a := range k.host.adapters {
-		if a.LUIDLow == low && a.LUIDHigh == high {
-			return i
-		}
-	}
-	return -1
-}
+func (k *Kernel) adapterByLUID(low, high uint32) int { return k.host.byLUID(low, high) }
 
 // commOf returns the command name of the dxg process whose pid is pid, as
-// dxgkrnl's find_dxgprocess_handle looks it up (the first match). The
-// driver records the pid in the opener's own namespace; the simulator sees
-// callers' pids as its own namespace does, so this matches root-namespace
-// pids only.
+// dxgkrnl's find_dxgprocess_handle looks it up: by the pid the process had
+// in its own pid namespace (a container's process by its in-container
+// pid), the first match.
 func (k *Kernel) commOf(pid uint64) (string, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for p, pr := range k.procs {
-		if uint64(p.TGID) == pid {
+	for _, pr := range k.procs {
+		if pr.nspid == pid {
 			return pr.comm, true
 		}
 	}
 	return "", false
+}
+
+// nsPID is tgid's pid in its innermost pid namespace (the last NSpid
+// field of /proc/TGID/status, read in the simulator's own, the root
+// namespace); tgid when that cannot be read.
+func nsPID(tgid int) uint64 {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(tgid) + "/status")
+	if err == nil {
+		for _, l := range strings.Split(string(data), "\n") {
+			if rest, ok := strings.CutPrefix(l, "NSpid:"); ok {
+				f := strings.Fields(rest)
+				if n, err := strconv.ParseUint(f[len(f)-1], 10, 64); err == nil && len(f) > 0 {
+					return n
+				}
+			}
+		}
+	}
+	return uint64(tgid)
 }
 
 // processUsage is the model's memory use of the process named comm.
