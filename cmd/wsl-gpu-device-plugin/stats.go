@@ -49,17 +49,9 @@ func serveMetrics(ctx context.Context, device, addr, webConfig string, interval 
 		return nil, fmt.Errorf("metrics: %w: pick a free address with --metrics-listen", err)
 	}
 	log.Info("serving GPU metrics", "addr", srv.Addr().String(), "web-config-file", webConfig)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ctx); err != nil {
-			log.Error("metrics server stopped", "err", err)
-		}
-	}()
+	stop := srv.Start(ctx)
 	return func() {
-		cancel()
-		<-done
+		stop()
 		poller.Stop()
 		s.Close()
 	}, nil

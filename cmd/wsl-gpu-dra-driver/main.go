@@ -206,16 +206,8 @@ func serveClaims(ctx context.Context, d *driver.Driver, addr, webConfig string, 
 	case err != nil:
 		return nil, fmt.Errorf("metrics: %w: pick a free address with --metrics-listen", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ctx); err != nil {
-			log.Error("metrics server stopped", "err", err)
-		}
-	}()
 	log.Info("serving the claims' promised memory", "addr", srv.Addr().String())
-	return func() { cancel(); <-done }, nil
+	return srv.Start(ctx), nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

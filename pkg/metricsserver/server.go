@@ -151,3 +151,18 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Start serves in the background, for a daemon whose metrics are a side
+// job: a failure to serve is logged, not fatal. stop ends serving and
+// returns once scrapes under way finished (Serve's 2 s).
+func (s *Server) Start(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := s.Serve(ctx); err != nil {
+			s.log.Error("metrics server stopped", "err", err)
+		}
+	}()
+	return func() { cancel(); <-done }
+}

@@ -353,3 +353,28 @@ func selfSigned(t *testing.T) (cert, key string) {
 	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
 		string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}))
 }
+
+// TestStartStop: Start serves in the background; once stop returns the
+// address no longer answers, so a daemon that stops its metrics frees
+// the port for its successor.
+func TestStartStop(t *testing.T) {
+	s, err := Listen(Options{Addr: "127.0.0.1:0", Limits: DefaultLimits()}, registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := s.Start(context.Background())
+	url := "http://" + s.Addr().String() + "/metrics"
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("scrape while started: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape while started: %s", resp.Status)
+	}
+	stop()
+	if c, err := net.DialTimeout("tcp", s.Addr().String(), time.Second); err == nil {
+		c.Close()
+		t.Fatal("the address still answers after stop")
+	}
+}
