@@ -25,6 +25,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probed"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wrapper"
@@ -142,7 +143,7 @@ func (v *view) steps(ss []mounts.Step, allowed map[[2]uint32]bool) {
 
 // host is a fixture host as the hook's probe finds it.
 type host struct {
-	gpuplan.Host
+	probed.Host
 	stat map[string]devnode.Node // host path -> node, as an engine stats it
 }
 
@@ -158,7 +159,7 @@ func fixtureHost(t *testing.T, name string) host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := host{Host: gpuplan.Host{
+	h := host{Host: probed.Host{
 		Node:      dxg,
 		Inventory: inv,
 		NvidiaSmi: driverstore.FindNvidiaSmi(inv),

@@ -18,9 +18,9 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxgsysfs"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probecache"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probed"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
@@ -76,7 +76,7 @@ type Options struct {
 // driver is bound to stand in for the listing when the cache was made
 // with the same ones and they named every adapter then: /dev/dxg is not
 // opened at all.
-func Probe(node devnode.Node, o Options) (gpuplan.Host, []error, error) {
+func Probe(node devnode.Node, o Options) (probed.Host, []error, error) {
 	if o.CacheDir == "" {
 		return probe(node, o, nil)
 	}
@@ -174,8 +174,8 @@ func saveCache(path string, k *probecache.Key, p *probecache.Probe, cached func(
 
 // probe asks the host; known, when set, is dxcore.Options.Known, and when
 // it recognises the adapters probe returns a Host with no Inventory.
-func probe(node devnode.Node, o Options, known func([]dxcore.LUID) bool) (gpuplan.Host, []error, error) {
-	h := gpuplan.Host{Node: node}
+func probe(node devnode.Node, o Options, known func([]dxcore.LUID) bool) (probed.Host, []error, error) {
+	h := probed.Host{Node: node}
 	enum, err := dxcore.EnumerateWith(node.Path, dxcore.Options{Details: o.Details, CloseHandlesWithFD: o.ShortLived, Known: known})
 	if err != nil {
 		return h, nil, err

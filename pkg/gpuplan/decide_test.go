@@ -13,6 +13,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probed"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
 )
 
@@ -32,8 +33,8 @@ func adapter(i int, v driverstore.Vendor, folder string, err error) driverstore.
 
 // laptop is an Intel iGPU (0), an NVIDIA dGPU (1) and an AMD adapter whose
 // folder is missing (2).
-func laptop() Host {
-	return Host{
+func laptop() probed.Host {
+	return probed.Host{
 		Node: devnode.Node{Path: "/host/dev/dxg", Major: 10, Minor: 63},
 		Inventory: &driverstore.Inventory{
 			LibDir: "/host/lib", DriversDir: "/host/drivers",
@@ -101,7 +102,7 @@ func TestDecide(t *testing.T) {
 	tests := []struct {
 		name    string
 		c       func(t *testing.T) Container
-		host    func(h *Host)
+		host    func(h *probed.Host)
 		want    []string
 		wantErr string
 		// warnings is how many selected adapters go without their folder.
@@ -162,7 +163,7 @@ func TestDecide(t *testing.T) {
 			c: func(t *testing.T) Container {
 				return Container{Stage: Prestart, Pid: 7, Request: req(t, "WSL_GPU_DEVICES=intel")}
 			},
-			host: func(h *Host) { h.Inventory.Adapters[0].Registry = "IIGD_DCH.INF_AMD64_1" },
+			host: func(h *probed.Host) { h.Inventory.Adapters[0].Registry = "IIGD_DCH.INF_AMD64_1" },
 			want: []string{"cgroup init", "enter mountns", node, libDir,
 				"bind /usr/lib/wsl/drivers/IIGD_DCH.INF_AMD64_1 <- /host/drivers/" + intelFolder,
 				"symlink /usr/lib/wsl/drivers/" + intelFolder + " <- IIGD_DCH.INF_AMD64_1", ldconf, cache},
@@ -172,7 +173,7 @@ func TestDecide(t *testing.T) {
 			c: func(t *testing.T) Container {
 				return Container{Stage: Prestart, Pid: 7, Request: req(t, "WSL_GPU_DEVICES=intel")}
 			},
-			host: func(h *Host) { h.Inventory.Adapters[0].Registry = intelFolder },
+			host: func(h *probed.Host) { h.Inventory.Adapters[0].Registry = intelFolder },
 			want: []string{"cgroup init", "enter mountns", node, libDir, intelBind, ldconf, cache},
 		},
 		{
@@ -209,7 +210,7 @@ func TestDecide(t *testing.T) {
 			c: func(t *testing.T) Container {
 				return Container{Stage: Prestart, Pid: 7, Request: req(t, "WSL_GPU_DEVICES=nvidia,amd")}
 			},
-			host: func(h *Host) {
+			host: func(h *probed.Host) {
 				h.Inventory.Adapters[1] = adapter(1, driverstore.NVIDIA, "", errNV)
 			},
 			wantErr: errNV.Error(),
@@ -219,7 +220,7 @@ func TestDecide(t *testing.T) {
 			c: func(t *testing.T) Container {
 				return Container{Stage: Prestart, Pid: 7, Request: req(t, "WSL_GPU_DEVICES=all")}
 			},
-			host: func(h *Host) {
+			host: func(h *probed.Host) {
 				h.Inventory.Adapters = h.Inventory.Adapters[2:]
 			},
 			wantErr: errAMD.Error(),
@@ -229,7 +230,7 @@ func TestDecide(t *testing.T) {
 			c: func(t *testing.T) Container {
 				return Container{Stage: Prestart, Pid: 7, Request: req(t, "WSL_GPU_DEVICES=nvidia")}
 			},
-			host: func(h *Host) {
+			host: func(h *probed.Host) {
 				h.NvidiaSmi = driverstore.NvidiaSmi{Folders: []string{nvidiaFolder}}
 			},
 			want: []string{"cgroup init", "enter mountns", node, libDir, nvidiaBind, ldconf, cache, smiFolder},
@@ -239,7 +240,7 @@ func TestDecide(t *testing.T) {
 			c: func(t *testing.T) Container {
 				return Container{Stage: Prestart, Pid: 7, Request: req(t, "WSL_GPU_DEVICES=nvidia")}
 			},
-			host: func(h *Host) { h.NvidiaSmi = driverstore.NvidiaSmi{} },
+			host: func(h *probed.Host) { h.NvidiaSmi = driverstore.NvidiaSmi{} },
 			want: []string{"cgroup init", "enter mountns", node, libDir, nvidiaBind, ldconf, cache},
 		},
 		{
@@ -247,7 +248,7 @@ func TestDecide(t *testing.T) {
 			c: func(t *testing.T) Container {
 				return Container{Stage: Prestart, Pid: 7, Request: req(t, "WSL_GPU_DEVICES=nvidia")}
 			},
-			host: func(h *Host) { h.NvidiaSmi = driverstore.NvidiaSmi{Folders: []string{"nv_other"}} },
+			host: func(h *probed.Host) { h.NvidiaSmi = driverstore.NvidiaSmi{Folders: []string{"nv_other"}} },
 			want: []string{"cgroup init", "enter mountns", node, libDir, nvidiaBind, ldconf, cache},
 		},
 		{
@@ -255,7 +256,7 @@ func TestDecide(t *testing.T) {
 			c: func(t *testing.T) Container {
 				return Container{Stage: Prestart, Pid: 7, Request: req(t, "WSL_GPU_DEVICES=intel")}
 			},
-			host: func(h *Host) { h.Ldcache = nil },
+			host: func(h *probed.Host) { h.Ldcache = nil },
 			want: []string{"cgroup init", "enter mountns", node, libDir, intelBind, ldconf},
 		},
 		{

@@ -3,8 +3,8 @@
 // as data, before anything is changed.
 //
 // It does no I/O. A caller reads the container ([FromSpec]) and the host
-// (package gpuhost), asks [Decide], logs [Plan.String] and carries out the
-// plan: the device-cgroup step ([Plan.Cgroup]), the mount-namespace entry
+// (package gpuhost, as a probed.Host), asks [Decide], logs [Plan.String]
+// and carries out the plan: the device-cgroup step ([Plan.Cgroup]), the mount-namespace entry
 // ([Plan.EnterMountNS]) and the steps for mounts.Apply. The plan that is
 // logged is the plan that is applied. What the container gets is also one
 // value, [Plan.Edits] (package edits); the wrapper, the CDI specs and the

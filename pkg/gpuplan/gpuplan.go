@@ -9,9 +9,9 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/edits"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probed"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
@@ -133,24 +133,6 @@ func (c Container) Cgroup() Cgroup {
 	return CgroupInit
 }
 
-// Host is what the host offers, as package gpuhost probed it.
-type Host struct {
-	// Node is the host's /dev/dxg.
-	Node devnode.Node
-	// Inventory is the adapters with their folders, the lib dir and the
-	// drivers dir.
-	Inventory *driverstore.Inventory
-	// NvidiaSmi says where the host has nvidia-smi.
-	NvidiaSmi driverstore.NvidiaSmi
-	// Ldcache is the loader-cache entries for the lib dir; nil leaves the
-	// container's cache alone.
-	Ldcache []ldcache.Entry
-	// Stack is what the host offers the vendor stacks and capabilities
-	// beyond the driver folders (librocdxg, /dev/dri, WSLg), as
-	// vendorstack's probes found it.
-	Stack vendorstack.Host
-}
-
 // Plan is the whole decision for one container.
 type Plan struct {
 	// Skip, when not "", says why nothing is done; nothing else is set.
@@ -208,7 +190,7 @@ func (c Container) EntersMountNS() bool {
 }
 
 // Decide computes the plan for container c on host h.
-func Decide(c Container, h Host) (Plan, error) {
+func Decide(c Container, h probed.Host) (Plan, error) {
 	if why := c.Skip(); why != "" {
 		return Plan{Skip: why}, nil
 	}

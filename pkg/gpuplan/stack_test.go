@@ -11,6 +11,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probed"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
 
@@ -18,7 +19,7 @@ const amdFolder = "u0398975.inf_amd64_3"
 
 // desktop is an AMD GPU with a usable folder and a host with librocdxg,
 // /dev/dri and WSLg.
-func desktop() Host {
+func desktop() probed.Host {
 	h := laptop()
 	h.Inventory.Adapters = []driverstore.Adapter{{Adapter: dxcore.Adapter{Index: 0, LUID: dxcore.LUID{Low: 0x100}, Description: "AMD Radeon RX 7900 XTX"},
 		Vendor: driverstore.AMD, Folder: amdFolder}}
@@ -61,7 +62,7 @@ func TestDecideStack(t *testing.T) {
 	tests := []struct {
 		name      string
 		c         Container
-		host      func(h *Host)
+		host      func(h *probed.Host)
 		want      []string
 		wantNodes []devnode.Node
 		wantEnv   []string
@@ -107,12 +108,12 @@ func TestDecideStack(t *testing.T) {
 		{
 			name: "no librocdxg on the host: nothing but a note",
 			c:    Container{Stage: Prestart, Pid: 7},
-			host: func(h *Host) { h.Stack.ROCm = vendorstack.ROCm{Dir: "/opt/rocm", Err: vendorstack.ErrNoRocdxg} },
+			host: func(h *probed.Host) { h.Stack.ROCm = vendorstack.ROCm{Dir: "/opt/rocm", Err: vendorstack.ErrNoRocdxg} },
 		},
 		{
 			name: "loader cache left alone: no entry either",
 			c:    Container{Stage: Prestart, Pid: 7},
-			host: func(h *Host) { h.Ldcache = nil },
+			host: func(h *probed.Host) { h.Ldcache = nil },
 			want: rocdxg, wantEnv: []string{"HSA_ENABLE_DXG_DETECTION=1"},
 		},
 	}

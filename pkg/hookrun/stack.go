@@ -10,9 +10,9 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devcgroup"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hooklog"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probed"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
 
@@ -23,7 +23,7 @@ func stackOptions(cfg config.Config) vendorstack.ProbeOptions {
 // probeStack looks at what the vendor stacks and capabilities need on the
 // host (librocdxg, /dev/dri, WSLg), only as far as caps and the host's
 // adapters can need it.
-func probeStack(cfg config.Config, host gpuplan.Host, caps capability.Set) (vendorstack.Host, error) {
+func probeStack(cfg config.Config, host probed.Host, caps capability.Set) (vendorstack.Host, error) {
 	var adapters []vendorstack.Adapter
 	if host.Inventory != nil {
 		adapters = vendorstack.FromInventory(host.Inventory.Adapters)

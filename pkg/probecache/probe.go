@@ -10,8 +10,8 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probed"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
@@ -45,7 +45,7 @@ type Folder struct {
 var ErrNotCacheable = errors.New("the probe skipped an adapter or a folder")
 
 // FromHost takes what the cache keeps from a probe's result.
-func FromHost(h gpuplan.Host) (*Probe, error) {
+func FromHost(h probed.Host) (*Probe, error) {
 	if h.Inventory == nil {
 		return nil, ErrNotCacheable
 	}
@@ -66,7 +66,7 @@ func FromHost(h gpuplan.Host) (*Probe, error) {
 }
 
 // Host is the probe's result again, for the node and the key's dirs.
-func (p *Probe) Host(node devnode.Node, k *Key) gpuplan.Host {
+func (p *Probe) Host(node devnode.Node, k *Key) probed.Host {
 	inv := &driverstore.Inventory{LibDir: k.LibDir, DriversDir: k.DriversDir}
 	for _, a := range p.Adapters {
 		inv.Adapters = append(inv.Adapters, driverstore.Adapter{Adapter: a.Adapter, Vendor: a.Vendor, Folder: a.Folder, Registry: a.Registry})
@@ -74,7 +74,7 @@ func (p *Probe) Host(node devnode.Node, k *Key) gpuplan.Host {
 	for _, f := range p.Folders {
 		inv.Folders = append(inv.Folders, driverstore.Folder{Name: f.Name, HostPath: filepath.Join(k.DriversDir, f.Name), Vendor: f.Vendor, Adapters: f.Adapters})
 	}
-	return gpuplan.Host{Node: node, Inventory: inv, NvidiaSmi: p.NvidiaSmi, Ldcache: p.Ldcache}
+	return probed.Host{Node: node, Inventory: inv, NvidiaSmi: p.NvidiaSmi, Ldcache: p.Ldcache}
 }
 
 // Bounds on what a probe can hold.

@@ -12,9 +12,9 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probecache"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probed"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
@@ -65,13 +65,13 @@ func (w *world) key(t *testing.T) *probecache.Key {
 }
 
 // host is what a probe of the world returns.
-func (w *world) host(t *testing.T) gpuplan.Host {
+func (w *world) host(t *testing.T) probed.Host {
 	t.Helper()
 	inv, err := driverstore.Build(fixture.Adapters(w.profile), driverstore.Options{LibDir: w.lib, DriversDir: w.drivers})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return gpuplan.Host{Node: devnode.Node{Path: "/dev/dxg", Major: 10, Minor: 125}, Inventory: inv,
+	return probed.Host{Node: devnode.Node{Path: "/dev/dxg", Major: 10, Minor: 125}, Inventory: inv,
 		NvidiaSmi: driverstore.FindNvidiaSmi(inv),
 		Ldcache:   []ldcache.Entry{{Key: "libcuda.so.1", Path: "/usr/lib/wsl/lib/libcuda.so.1", Flags: ldcache.FlagNative}}}
 }
