@@ -32,12 +32,15 @@ func memoryColumn(a infoAdapter) string {
 type infoAdapter struct {
 	// ID is the adapter's identity: the device plugin's device ID, the
 	// DRA device's name, the metrics' gpu label (package adapterid).
-	ID          string   `json:"id"`
-	Kind        string   `json:"kind"`
-	Index       int      `json:"index"`
-	Vendor      string   `json:"vendor"`
-	VendorID    string   `json:"vendorId"`
-	DeviceID    string   `json:"deviceId"`
+	ID       string `json:"id"`
+	Kind     string `json:"kind"`
+	Index    int    `json:"index"`
+	Vendor   string `json:"vendor"`
+	VendorID string `json:"vendorId"`
+	DeviceID string `json:"deviceId"`
+	// PCIID is what the PCI ID column prints: vendor:device, or the
+	// ACPI id Windows on Arm reports ("QCOM0C36").
+	PCIID       string   `json:"pciId"`
 	SubSystemID string   `json:"subsystemId"`
 	Revision    string   `json:"revision"`
 	LUID        string   `json:"luid"`
@@ -122,6 +125,7 @@ func gatherInfo(cfg config.Config) (*infoReport, error) {
 			Vendor:      string(a.Vendor),
 			VendorID:    fmt.Sprintf("0x%04x", a.PCI.Vendor),
 			DeviceID:    fmt.Sprintf("0x%04x", a.PCI.Device),
+			PCIID:       a.PCI.String(),
 			SubSystemID: fmt.Sprintf("0x%04x%04x", a.PCI.SubSystem, a.PCI.SubVendor),
 			Revision:    fmt.Sprintf("0x%02x", a.PCI.Revision),
 			LUID:        a.LUID.String(),
@@ -162,8 +166,8 @@ func printInfo(w io.Writer, rep *infoReport) {
 		if a.Error != "" {
 			folder = "MISSING"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s:%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			a.Index, a.ID, a.Kind, a.Vendor, strings.TrimPrefix(a.VendorID, "0x"), strings.TrimPrefix(a.DeviceID, "0x"),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			a.Index, a.ID, a.Kind, a.Vendor, a.PCIID,
 			a.LUID, a.WDDM, memoryColumn(a), strings.Join(a.Flags, ","), orDash(folder), orDash(strings.Join(a.Libraries, " ")))
 	}
 	tw.Flush()

@@ -189,7 +189,7 @@ func checkAdapter(o Options, r *Report, a driverstore.Adapter, facts *gpuFacts) 
 	name := fmt.Sprintf("adapter %d", a.Index)
 	desc := a.Description
 	if desc == "" {
-		desc = fmt.Sprintf("PCI %04x:%04x", a.PCI.Vendor, a.PCI.Device)
+		desc = "PCI " + a.PCI.String()
 	}
 	who := fmt.Sprintf("%s (%s, LUID %s, WDDM %d.%d)", desc, a.Vendor, a.LUID, a.WDDMVersion/1000, a.WDDMVersion%1000/100)
 	if a.Err != nil {

@@ -105,6 +105,15 @@ func (p PCIIDs) ACPIID() string {
 	return string(b[:])
 }
 
+// String is the ids as people read them: the ACPI id ("QCOM0C36") where
+// they spell one, else vendor:device in hex ("10de:2520").
+func (p PCIIDs) String() string {
+	if id := p.ACPIID(); id != "" {
+		return id
+	}
+	return fmt.Sprintf("%04x:%04x", p.Vendor, p.Device)
+}
+
 // Adapter is one GPU or compute adapter as the Windows host describes it.
 type Adapter struct {
 	// Index is the adapter's position in the host's enumeration order,

@@ -76,18 +76,22 @@ func TestACPIID(t *testing.T) {
 		name string
 		ids  PCIIDs
 		want string
+		str  string // String: what info and doctor print
 	}{
-		{"snapdragon gpu", PCIIDs{Vendor: 0x4D4F4351, Device: 0x36334330}, "QCOM0C36"},
-		{"snapdragon npu", PCIIDs{Vendor: 0x4D4F4351, Device: 0x41304430}, "QCOM0D0A"},
-		{"pci", PCIIDs{Vendor: 0x10de, Device: 0x2520}, ""},
-		{"letters in the vendor only", PCIIDs{Vendor: 0x4D4F4351, Device: 0x2520}, ""},
-		{"lower case is no ACPI id", PCIIDs{Vendor: 0x6d6f6371, Device: 0x36334330}, ""},
-		{"zero", PCIIDs{}, ""},
+		{"snapdragon gpu", PCIIDs{Vendor: 0x4D4F4351, Device: 0x36334330}, "QCOM0C36", "QCOM0C36"},
+		{"snapdragon npu", PCIIDs{Vendor: 0x4D4F4351, Device: 0x41304430}, "QCOM0D0A", "QCOM0D0A"},
+		{"pci", PCIIDs{Vendor: 0x10de, Device: 0x2520}, "", "10de:2520"},
+		{"letters in the vendor only", PCIIDs{Vendor: 0x4D4F4351, Device: 0x2520}, "", "4d4f4351:2520"},
+		{"lower case is no ACPI id", PCIIDs{Vendor: 0x6d6f6371, Device: 0x36334330}, "", "6d6f6371:36334330"},
+		{"zero", PCIIDs{}, "", "0000:0000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := tt.ids.ACPIID(); got != tt.want {
 				t.Errorf("ACPIID() = %q, want %q", got, tt.want)
+			}
+			if got := tt.ids.String(); got != tt.str {
+				t.Errorf("String() = %q, want %q", got, tt.str)
 			}
 		})
 	}

@@ -33,6 +33,7 @@ type infoJSON struct {
 		Index    int    `json:"index"`
 		Vendor   string `json:"vendor"`
 		DeviceID string `json:"deviceId"`
+		PCIID    string `json:"pciId"`
 		LUID     string `json:"luid"`
 		Folder   string `json:"folder"`
 		Error    string `json:"error"`
@@ -73,6 +74,15 @@ func TestInfoEveryProfile(t *testing.T) {
 				want := fmt.Sprintf("%d %s 0x%04x 0x%x %s", i, vendorNames[a.VendorID], a.DeviceID, a.LUIDLow, a.Folder)
 				if g := fmt.Sprintf("%d %s %s %s %s", got.Index, got.Vendor, got.DeviceID, got.LUID, got.Folder); g != want || got.Error != "" {
 					t.Errorf("adapter %d = %s (%s), want %s", i, g, got.Error, want)
+				}
+				// What people read: vendor:device, or the ACPI id Windows on
+				// Arm reports (QCOM and four characters), not its bytes in hex.
+				pci := fmt.Sprintf("%04x:%04x", a.VendorID, a.DeviceID)
+				if a.VendorID == simhost.VendorQualcomm {
+					pci = "QCOM" + string([]byte{byte(a.DeviceID), byte(a.DeviceID >> 8), byte(a.DeviceID >> 16), byte(a.DeviceID >> 24)})
+				}
+				if got.PCIID != pci {
+					t.Errorf("adapter %d: pciId %q, want %q", i, got.PCIID, pci)
 				}
 			}
 		})
