@@ -21,20 +21,7 @@ import (
 // staleSpec is an nvidia-ctk-shaped spec whose driver folder no longer
 // exists, seeded into the root before the package is installed: doctor
 // must name it, and the package must leave it as it was.
-const staleSpec = `---
-cdiVersion: 0.5.0
-kind: nvidia.com/gpu
-devices:
-- name: all
-  containerEdits:
-    deviceNodes:
-    - path: /dev/dxg
-containerEdits:
-  mounts:
-  - hostPath: /usr/lib/wsl/drivers/nvltwi.inf_amd64_00c0ffee00c0ffee/libcuda.so.1.1
-    containerPath: /usr/lib/wsl/drivers/nvltwi.inf_amd64_00c0ffee00c0ffee/libcuda.so.1.1
-    options: [ro, nosuid, nodev, rbind, rprivate]
-`
+var staleSpec = fixture.NVIDIASpec("nvltwi.inf_amd64_00c0ffee00c0ffee")
 
 // engineDirs are the engines' configuration, which the package must not
 // change on install, remove or purge.
