@@ -101,7 +101,7 @@ test: setup lint engines
 
 ## k8s: `make image` + the Helm chart on a real v1.37.2 cluster (test/k8s, a module
 ## of its own): API server, scheduler, controller manager, etcd, and nodes that each
-## run a kubelet and containerd 2.4 on a simulated WSL host: TestK8s runs the README's
+## run a kubelet and containerd 2.4 on a simulated WSL host: TestK8s runs docs/kubernetes.md's
 ## block, the device plugin's and the DRA driver's suites on one 4-node cluster, and
 ## TestTwoNodes the harness itself. The first run builds Kubernetes, etcd and helm
 ## (hack/kube/build.sh) into the e2e cache.

@@ -78,11 +78,17 @@ for arch in $arches; do
 	done
 
 	name=wsl-gpu-hook_${describe}_linux_$arch
+	# The README links the docs pages and the code map: they travel with it
+	# (the tool sorts what it writes, so the glob's order does not matter).
+	docs=(ARCHITECTURE.md=ARCHITECTURE.md)
+	for page in docs/*.md; do
+		docs+=("$page=$page")
+	done
 	"$RELEASE_TOOL" tar -out "$out/$name.tar.gz" -prefix "$name/" \
 		"$bin/wsl-gpu-hook=bin/wsl-gpu-hook:755" "$bin/wsl-gpu-ctl=bin/wsl-gpu-ctl:755" \
 		"$bin/wsl-gpu-device-plugin=bin/wsl-gpu-device-plugin:755" "$bin/wsl-gpu-dra-driver=bin/wsl-gpu-dra-driver:755" \
 		config/config.toml=config/config.toml config/systemd/wsl-gpu-hook-cdi.service=config/systemd/wsl-gpu-hook-cdi.service \
-		packaging/wsl-gpu-hook.1=man/wsl-gpu-hook.1 README.md=README.md LICENSE=LICENSE
+		packaging/wsl-gpu-hook.1=man/wsl-gpu-hook.1 README.md=README.md "${docs[@]}" LICENSE=LICENSE
 	sbom "$out/$name.tar.gz" "pkg:generic/wsl-gpu-hook@$describe?arch=$arch" \
 		"$bin/wsl-gpu-hook" "$bin/wsl-gpu-ctl" "$bin/wsl-gpu-device-plugin" "$bin/wsl-gpu-dra-driver"
 

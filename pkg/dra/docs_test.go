@@ -11,16 +11,17 @@ import (
 	dracel "k8s.io/dynamic-resource-allocation/cel"
 )
 
-// The README shows the selectors TestSelectors evaluates, as written.
-func TestREADMESelectors(t *testing.T) {
-	data, err := os.ReadFile("../../README.md")
+// docs/kubernetes.md shows the selectors TestSelectors evaluates, as
+// written.
+func TestDocsSelectors(t *testing.T) {
+	data, err := os.ReadFile("../../docs/kubernetes.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	readme := strings.Join(strings.Fields(string(data)), " ")
 	for _, s := range selectors {
 		if expr := strings.Join(strings.Fields(s.expr), " "); !strings.Contains(readme, expr) {
-			t.Errorf("README lacks the %s selector: %s", s.name, expr)
+			t.Errorf("docs/kubernetes.md lacks the %s selector: %s", s.name, expr)
 		}
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestImageLoads loads `make image`'s archive as the README says a user
+// TestImageLoads loads `make image`'s archive as docs/kubernetes.md says a user
 // may: `docker load` (Debian's dockerd) and `podman load` (Debian's
 // podman), then checks what each engine reports of the image (tag, user,
 // entrypoint) and runs the plugin binary from it. ctr import is the

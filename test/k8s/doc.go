@@ -9,7 +9,7 @@
 // touches the main module's dependencies.
 //
 // TestK8s starts one four-node cluster and runs the suites on it in turn:
-// README (the README's Kubernetes block, run as written), WSLGPU (the
+// README (the chart's install block of docs/kubernetes.md, run as written), WSLGPU (the
 // device plugin) and DRA (the DRA driver). Each suite checks the cluster
 // is pristine first and restores it after, so `-run TestK8s/DRA` alone
 // works. K8S_BENCH=1 adds DRA's claim to running, stage by stage, against

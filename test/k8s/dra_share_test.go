@@ -34,7 +34,7 @@ func memoryTemplate(name, class, memory string) string {
 	return claimTemplate(name, class, "", 1) + "          capacity: {requests: {memory: " + memory + "}}\n"
 }
 
-// readmeFence returns the first block fenced as lang in the README's
+// readmeFence returns the first block fenced as lang in docs/kubernetes.md's
 // section under heading that contains want.
 func readmeFence(t *testing.T, heading, lang, want string) string {
 	t.Helper()
@@ -42,7 +42,7 @@ func readmeFence(t *testing.T, heading, lang, want string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(filepath.Join(root, "README.md"))
+	data, err := os.ReadFile(filepath.Join(root, "docs", "kubernetes.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,17 +53,17 @@ func readmeFence(t *testing.T, heading, lang, want string) string {
 			return block
 		}
 	}
-	t.Fatalf("README.md has no ```%s block with %q under %q", lang, want, heading)
+	t.Fatalf("docs/kubernetes.md has no ```%s block with %q under %q", lang, want, heading)
 	return ""
 }
 
-// pinned is the README's fallback pod renamed name and pinned to node.
+// pinned is the page's fallback pod renamed name and pinned to node.
 func pinned(t *testing.T, pod, name, node string) string {
 	t.Helper()
 	out := strings.Replace(pod, "metadata: {name: fallback}", "metadata: {name: "+name+"}", 1)
 	out = strings.Replace(out, "\nspec:\n", "\nspec:\n  nodeSelector: {kubernetes.io/hostname: "+node+"}\n  terminationGracePeriodSeconds: 1\n", 1)
 	if out == pod || !strings.Contains(out, "nodeSelector") {
-		t.Fatalf("the README's fallback pod changed shape: change pinned with it:\n%s", pod)
+		t.Fatalf("the page's fallback pod changed shape: change pinned with it:\n%s", pod)
 	}
 	return out
 }
@@ -96,18 +96,18 @@ func (x tc) unschedulable(pod string) string {
 }
 
 // testDRAShares runs, on the chart installed with DRA, what sharing an
-// adapter by memory promises: the README's fallbacks on each node, four
+// adapter by memory promises: the page's fallbacks on each node, four
 // 1Gi claims on the laptop's 6 GiB RTX at once, a 3Gi one waiting for
 // room, one larger than the adapter waiting for good, a monitoring pod
 // with admin access reading the adapter's statistics, and the shares
 // kept through a driver kill and a node pod deletion, then unprepared.
 func testDRAShares(t *testing.T, c *cluster.Cluster) {
 	laptop := c.Node("laptop")
-	heading := "#### Fallbacks: firstAvailable"
+	heading := "### Fallbacks: firstAvailable"
 	fallback := readmeFence(t, heading, "yaml", "firstAvailable")
 	template, pod, ok := strings.Cut(fallback, "\n---\n")
 	if !ok {
-		t.Fatalf("the README's fallback example is not a template and a pod:\n%s", fallback)
+		t.Fatalf("the page's fallback example is not a template and a pod:\n%s", fallback)
 	}
 	if err := c.ImportStandIn("library/busybox:1.37", nil, nil); err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func testDRAShares(t *testing.T, c *cluster.Cluster) {
 		x := tc{t, c}
 		c.MustKubectl("create", "namespace", "monitoring")
 		c.MustKubectl("label", "namespace", "monitoring", "resource.kubernetes.io/admin-access=true")
-		c.Apply(readmeFence(t, "#### Sharing an adapter by memory", "yaml", "adminAccess: true"))
+		c.Apply(readmeFence(t, "### Sharing an adapter by memory", "yaml", "adminAccess: true"))
 		c.Apply(fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata: {name: top, namespace: monitoring}

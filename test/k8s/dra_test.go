@@ -17,7 +17,7 @@ import (
 const (
 	draDriver = "gpu.wsl-gpu-hook.dev"
 	nvSel     = `device.attributes["gpu.wsl-gpu-hook.dev"].vendor == "nvidia"`
-	// What the README shows for "NVIDIA with >= 8Gi": the laptop's RTX
+	// What docs/kubernetes.md shows for "NVIDIA with >= 8Gi": the laptop's RTX
 	// 3060 has 6 GiB, so nothing in this cluster matches.
 	nv8GiSel = `device.attributes["gpu.wsl-gpu-hook.dev"].vendor == "nvidia" && device.capacity["gpu.wsl-gpu-hook.dev"].memory.compareTo(quantity("8Gi")) >= 0`
 	nvDevice = "nvidia-2520-3a5c17aa-0"

@@ -11,21 +11,21 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/k8s/cluster"
 )
 
-// readmeBlock returns the first ```sh block after heading in the README.
-func readmeBlock(t *testing.T, readme, heading string) string {
+// readmeBlock returns the first ```sh block after heading in the page.
+func readmeBlock(t *testing.T, page, heading string) string {
 	t.Helper()
-	data, err := os.ReadFile(readme)
+	data, err := os.ReadFile(page)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(data), "\n"+heading+"\n")
 	if !ok {
-		t.Fatalf("README.md has no %q section", heading)
+		t.Fatalf("%s has no %q section", page, heading)
 	}
 	_, rest, ok = strings.Cut(rest, "\n```sh\n")
 	block, _, closed := strings.Cut(rest, "\n```\n")
 	if !ok || !closed {
-		t.Fatalf("README.md's %q section has no ```sh block", heading)
+		t.Fatalf("%s's %q section has no ```sh block", page, heading)
 	}
 	return block
 }
@@ -38,10 +38,12 @@ func tool(t *testing.T, dir, name, script string) {
 	}
 }
 
-// testREADME runs the README's Kubernetes block as a user types it, in the
+// testREADME runs the chart's install block of docs/kubernetes.md (the
+// block the README's Kubernetes line sends users to; the page marks it
+// "run by test/k8s TestK8s/README") as a user types it, in the
 // repository: `make image`, loading the archive into the nodes, `helm
-// install` with the README's arguments, the README's pod, `kubectl logs`;
-// and checks the output the README promises. Editing the README's commands
+// install` with the page's arguments, the page's pod, `kubectl logs`;
+// and checks the output the page promises. Editing the page's commands
 // so they no longer work fails this test.
 //
 // What the test supplies: kubectl and helm are the cluster's, with its admin
@@ -56,10 +58,10 @@ func testREADME(t *testing.T, e env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	block := readmeBlock(t, filepath.Join(root, "README.md"), "### Kubernetes")
+	block := readmeBlock(t, filepath.Join(root, "docs", "kubernetes.md"), "## Installing the chart")
 	const cudaImage = "nvidia/cuda:12.6.3-base-ubuntu24.04"
 	if !strings.Contains(block, "image: "+cudaImage) {
-		t.Fatalf("the README's pod no longer runs %s: change the stand-in here with it:\n%s", cudaImage, block)
+		t.Fatalf("the page's pod no longer runs %s: change the stand-in here with it:\n%s", cudaImage, block)
 	}
 	if err := c.ImportStandIn(cudaImage, []string{"/usr/bin", "/usr/sbin", "/usr/local/sbin"},
 		[]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}); err != nil {
@@ -84,16 +86,16 @@ for sock in %s; do %s --address "$sock" -n k8s.io images import "$3" || exit 1; 
 	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("the README's Kubernetes commands failed: %v\n%s\n%s", err, out, c.Diagnose())
+		t.Fatalf("the page's Kubernetes commands failed: %v\n%s\n%s", err, out, c.Diagnose())
 	}
-	// What the README says the logs show.
+	// What the page says the logs show.
 	for _, want := range []string{"Driver Version:", "CUDA Version:", "0  NVIDIA GeForce RTX 3060 Laptop GPU"} {
 		if !strings.Contains(string(out), want) {
-			t.Errorf("the README's commands printed no %q:\n%s", want, out)
+			t.Errorf("the page's commands printed no %q:\n%s", want, out)
 		}
 	}
 	if node, _ := c.Kubectl("get", "pod", "cuda-check", "-o", "jsonpath={.spec.nodeName}"); node != "laptop" {
 		t.Errorf("cuda-check ran on %q, want the NVIDIA laptop", node)
 	}
-	t.Logf("the README's commands printed:\n%s", out)
+	t.Logf("the page's commands printed:\n%s", out)
 }

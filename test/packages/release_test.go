@@ -146,6 +146,21 @@ func TestReleaseReproducible(t *testing.T) {
 		}
 	})
 
+	t.Run("docs", func(t *testing.T) {
+		// The README links the pages under docs/ and the code map: the
+		// tarball carries every one of them beside it.
+		tarball := tarFiles(t, filepath.Join(out, artifacts[0]))
+		docs := []string{"README.md", "ARCHITECTURE.md"}
+		for _, p := range must(filepath.Glob(filepath.Join(tmp, "src", "docs", "*.md"))) {
+			docs = append(docs, "docs/"+filepath.Base(p))
+		}
+		for _, p := range docs {
+			if _, ok := tarball["wsl-gpu-hook_"+describe+"_linux_amd64/"+p]; !ok {
+				t.Errorf("the tarball has no %s", p)
+			}
+		}
+	})
+
 	t.Run("versions", func(t *testing.T) {
 		tarball := tarFiles(t, filepath.Join(out, artifacts[0]))
 		hook := tarball["wsl-gpu-hook_"+describe+"_linux_amd64/bin/wsl-gpu-hook"]
