@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -19,17 +21,26 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
 
+func cdiGenerateCommand() command {
+	return command{name: "generate",
+		summary: "Write the CDI specs for this host's adapters.\nA spec is written only when it changes, and none while another producer\ndefines one of their device names.",
+		define: func(fs *flag.FlagSet) runFunc {
+			var flags cdiinstall.GenerateFlags
+			flags.Define(fs)
+			return func(_ context.Context, e env, _ []string) error {
+				if err := flags.Check(); err != nil {
+					return cli.CmdUsagef("cdi generate", "%v", err)
+				}
+				return runCDI(e.cfg, flags, e.stdout)
+			}
+		}}
+}
+
 // runCDI is `cdi generate`: the specs for this host, written only when
 // they change, and not at all while another producer defines one of their
-// device names. Flags: see cdiinstall.ParseGenerateArgs.
-func runCDI(cfg config.Config, args []string, stdout io.Writer) error {
-	if len(args) == 0 || args[0] != "generate" {
-		return cli.UsageError{Msg: "cdi: want `cdi generate [--dir DIR] [--hook PATH] [--skip-kind KIND]... | [--output FILE|-] [--kind KIND]`"}
-	}
-	flags, err := cdiinstall.ParseGenerateArgs(args[1:])
-	if err != nil {
-		return cli.UsageError{Msg: "cdi generate: " + err.Error()}
-	}
+// device names.
+func runCDI(cfg config.Config, flags cdiinstall.GenerateFlags, stdout io.Writer) error {
+	var err error
 	hook := flags.Hook
 	if hook == "" {
 		if hook, err = hookPath(); err != nil {

@@ -12,20 +12,24 @@ import (
 	"time"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/doctor"
 )
 
+func doctorCommand() command {
+	return command{name: "doctor",
+		summary: "Check the host and the engines, and say what to fix.\nThe exit status is 1 when a check fails.",
+		define: func(fs *flag.FlagSet) runFunc {
+			asJSON := fs.Bool("json", false, "print JSON")
+			root := fs.String("root", "", "read engine configuration, binaries and CDI dirs under `DIR` (a chroot or a test tree)")
+			return func(_ context.Context, e env, _ []string) error {
+				return runDoctor(e.cfg, *asJSON, *root, e.stdout)
+			}
+		}}
+}
+
 // runDoctor wires the configuration into package doctor and prints its
 // report; the checks and their wording live there.
-func runDoctor(cfg config.Config, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	asJSON := fs.Bool("json", false, "print JSON")
-	root := fs.String("root", "", "read engine configuration, binaries and CDI dirs under `DIR` (a chroot or a test tree)")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		return cli.UsageError{Msg: "doctor: takes only --json and --root DIR"}
-	}
+func runDoctor(cfg config.Config, asJSON bool, root string, stdout io.Writer) error {
 	o := doctor.Options{
 		DxgDevice:     cfg.DxgDevice,
 		LibDir:        cfg.LibDir,
@@ -37,17 +41,17 @@ func runDoctor(cfg config.Config, args []string, stdout io.Writer) error {
 		NoSysfs:       cfg.SysfsDir == "",
 		SonameCache:   cfg.SonameCache,
 		NoSonameCache: cfg.SonameCache == "",
-		Root:          *root,
+		Root:          root,
 	}
 	if hook, err := hookPath(); err == nil {
 		o.Self = hook
 	}
-	if *root == "" {
+	if root == "" {
 		o.Version = engineVersion
 	}
 	rep := doctor.Run(o)
 	var err error
-	if *asJSON {
+	if asJSON {
 		err = rep.WriteJSON(stdout)
 	} else {
 		err = rep.WriteText(stdout)

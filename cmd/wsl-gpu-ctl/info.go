@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/adapterid"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
@@ -66,22 +66,27 @@ type infoReport struct {
 	Libraries []string      `json:"libraries"`
 }
 
-func runInfo(cfg config.Config, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("info", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	asJSON := fs.Bool("json", false, "print JSON")
-	k8s := fs.Bool("k8s", false, "print what wsl-gpu-device-plugin would advertise")
-	if err := fs.Parse(args); err != nil {
-		return cli.UsageError{Msg: "info: " + err.Error()}
-	}
-	if *k8s {
-		return runInfoK8s(cfg, *asJSON, stdout)
+func infoCommand() command {
+	return command{name: "info",
+		summary: "List the GPU adapters and the driver files each one uses.\nWith --k8s: the resources wsl-gpu-device-plugin would advertise.",
+		define: func(fs *flag.FlagSet) runFunc {
+			asJSON := fs.Bool("json", false, "print JSON")
+			k8s := fs.Bool("k8s", false, "print what wsl-gpu-device-plugin would advertise")
+			return func(_ context.Context, e env, _ []string) error {
+				return runInfo(e.cfg, *asJSON, *k8s, e.stdout)
+			}
+		}}
+}
+
+func runInfo(cfg config.Config, asJSON, k8s bool, stdout io.Writer) error {
+	if k8s {
+		return runInfoK8s(cfg, asJSON, stdout)
 	}
 	rep, err := gatherInfo(cfg)
 	if err != nil {
 		return fmt.Errorf("info: %w", err)
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)

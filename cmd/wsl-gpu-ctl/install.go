@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
@@ -16,44 +19,69 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/install"
 )
 
-func runInstall(cfg config.Config, args []string, stdout io.Writer, uninstall bool) error {
+// engines are what install and uninstall take, with what each changes.
+var engineWords = []word{
+	{"docker", "the nvidia-container-runtime-hook and wsl-gpu-runtime links, the runtime wsl-gpu in daemon.json"},
+	{"podman", "the hooks.d file (podman, CRI-O): containers with the request annotation get GPUs"},
+	{"containerd", "the runtime handler wsl-gpu in config.toml, for Kubernetes RuntimeClasses"},
+	{"cdi", "the CDI specs and the unit that refreshes them at boot (--user: this user's)"},
+}
+
+func installCommand(uninstall bool) command {
+	c := command{name: "install", args: "ENGINE...", words: engineWords,
+		summary: "Configure engines to run the hook.\n--dry-run prints the changes; files another tool owns are left alone."}
+	if uninstall {
+		c.name, c.summary = "uninstall", "Undo install for the named engines.\nEvery other byte of their configuration stays as it was."
+	}
+	c.define = func(fs *flag.FlagSet) runFunc {
+		var f installFlags
+		fs.BoolVar(&f.dryRun, "dry-run", false, "print what would change, change nothing")
+		fs.StringVar(&f.prefix, "prefix", "", "prepend `DIR` to every system path (for packaging and tests)")
+		fs.StringVar(&f.hook, "hook", "", "the installed wsl-gpu-hook `PATH` (default: the one next to this binary)")
+		fs.BoolVar(&f.cdi.user, "user", false, "cdi: write the specs and a systemd --user unit for this user's rootless engines ($XDG_CONFIG_HOME/cdi)")
+		fs.StringVar(&f.cdi.nvidia, "nvidia-kind", "", "cdi: the `CHOICE` when another spec defines nvidia.com/gpu: ours (move it aside) or skip (write only our kind)")
+		fs.StringVar(&f.cdi.amd, "amd-kind", "", "cdi: the `CHOICE` when another spec defines amd.com/gpu: ours or skip")
+		return func(_ context.Context, e env, engines []string) error {
+			return runInstall(e.cfg, f, engines, e.stdout, uninstall)
+		}
+	}
+	return c
+}
+
+// installFlags are install's and uninstall's flags.
+type installFlags struct {
+	dryRun       bool
+	prefix, hook string
+	cdi          cdiFlags
+}
+
+func runInstall(cfg config.Config, f installFlags, engines []string, stdout io.Writer, uninstall bool) error {
 	verb := "install"
 	if uninstall {
 		verb = "uninstall"
 	}
-	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	dryRun := fs.Bool("dry-run", false, "print what would change, change nothing")
-	prefix := fs.String("prefix", "", "prepend to every system path (for packaging and tests)")
-	hook := fs.String("hook", "", "the installed wsl-gpu-hook binary (default: the one next to this binary)")
-	var cdiOpts cdiFlags
-	fs.BoolVar(&cdiOpts.user, "user", false, "cdi: write the specs and a systemd --user unit for this user's rootless engines ($XDG_CONFIG_HOME/cdi)")
-	fs.StringVar(&cdiOpts.nvidia, "nvidia-kind", "", "cdi: when another spec defines nvidia.com/gpu: ours (move it aside) or skip (write only our kind)")
-	fs.StringVar(&cdiOpts.amd, "amd-kind", "", "cdi: when another spec defines amd.com/gpu: ours or skip")
-	// Flags may follow the engines too (`install cdi --nvidia-kind=ours`,
-	// as the conflict message suggests).
-	var engines []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return cli.UsageError{Msg: verb + ": " + err.Error()}
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		engines, args = append(engines, fs.Arg(0)), fs.Args()[1:]
-	}
 	if len(engines) == 0 {
-		return cli.UsageError{Msg: verb + ": name an engine: docker, podman, containerd or cdi"}
+		return cli.CmdUsagef(verb, "name an engine: docker, podman, containerd or cdi")
+	}
+	// Every name is checked before any engine is changed.
+	for _, engine := range engines {
+		if !slices.ContainsFunc(engineWords, func(w word) bool { return w.name == engine }) {
+			return cli.CmdUsagef(verb, "unknown engine %q (docker, podman, containerd, cdi)", engine)
+		}
+	}
+	if err := f.cdi.readKinds(verb); err != nil {
+		return err
 	}
 	o := install.DefaultOptions()
-	o.Prefix = *prefix
-	if *hook == "" {
+	o.Prefix = f.prefix
+	hook := f.hook
+	if hook == "" {
 		var err error
-		if *hook, err = hookPath(); err != nil {
+		if hook, err = hookPath(); err != nil {
 			return fmt.Errorf("%s: %w", verb, err)
 		}
 	}
-	o.HookPath, o.BinDir = *hook, filepath.Dir(*hook)
+	o.HookPath, o.BinDir = hook, filepath.Dir(hook)
 	o.Annotation = cfg.RequestAnnotation
 	if o.Prefix == "" {
 		// Files a package installed stay the package manager's.
@@ -71,9 +99,7 @@ func runInstall(cfg config.Config, args []string, stdout io.Writer, uninstall bo
 		case "containerd":
 			p, err = install.Containerd(o, uninstall)
 		case "cdi":
-			p, err = cdiPlan(cfg, o, cdiOpts, uninstall, stdout)
-		default:
-			return cli.UsageError{Msg: fmt.Sprintf("%s: unknown engine %q (docker, podman, containerd, cdi)", verb, engine)}
+			p, err = cdiPlan(cfg, o, f.cdi, uninstall, stdout)
 		}
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", verb, engine, err)
@@ -86,13 +112,13 @@ func runInstall(cfg config.Config, args []string, stdout io.Writer, uninstall bo
 			continue
 		}
 		for _, c := range p.Changes {
-			if *dryRun {
+			if f.dryRun {
 				fmt.Fprint(stdout, install.Diff(c))
 			} else {
 				fmt.Fprintf(stdout, "%s: %s\n", engine, c)
 			}
 		}
-		if *dryRun {
+		if f.dryRun {
 			continue
 		}
 		if err := install.Apply(o, p); err != nil {
@@ -125,16 +151,7 @@ func cdiPlan(cfg config.Config, o install.Options, c cdiFlags, uninstall bool, s
 		co = cdiinstall.User(o.HookPath, configPath, os.Getenv("HOME"), os.Getenv("XDG_CONFIG_HOME"), os.Getenv("XDG_RUNTIME_DIR"))
 	}
 	co.Prefix = o.Prefix
-	for kind, v := range map[string]string{cdispec.NVIDIAKind: c.nvidia, cdispec.AMDKind: c.amd} {
-		if v == "" {
-			continue
-		}
-		choice, err := cdiinstall.ParseChoice(v)
-		if err != nil {
-			return nil, cli.UsageError{Msg: fmt.Sprintf("install cdi: --%s-kind %v", strings.SplitN(kind, ".", 2)[0], err)}
-		}
-		co.Kinds[kind] = choice
-	}
+	maps.Copy(co.Kinds, c.kinds)
 	var host cdiinstall.Host
 	if !uninstall {
 		var err error
@@ -154,4 +171,21 @@ func cdiPlan(cfg config.Config, o install.Options, c cdiFlags, uninstall bool, s
 type cdiFlags struct {
 	user        bool
 	nvidia, amd string
+	kinds       map[string]cdiinstall.Choice // nvidia and amd read
+}
+
+// readKinds reads --nvidia-kind and --amd-kind into c.kinds.
+func (c *cdiFlags) readKinds(verb string) error {
+	c.kinds = map[string]cdiinstall.Choice{}
+	for kind, v := range map[string]string{cdispec.NVIDIAKind: c.nvidia, cdispec.AMDKind: c.amd} {
+		if v == "" {
+			continue
+		}
+		choice, err := cdiinstall.ParseChoice(v)
+		if err != nil {
+			return cli.CmdUsagef(verb, "--%s-kind %v", strings.SplitN(kind, ".", 2)[0], err)
+		}
+		c.kinds[kind] = choice
+	}
+	return nil
 }

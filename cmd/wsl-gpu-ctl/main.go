@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -28,64 +29,57 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args, os.Stdin, os.Stdout, os.Stderr)
 	stop()
-	// Messages carry the name the user typed: wsl-gpu-hook hands its
-	// commands over with its own argv[0].
-	name := wsl.CtlName
-	if len(os.Args) > 0 && os.Args[0] != "" {
-		name = filepath.Base(os.Args[0])
-	}
-	os.Exit(cli.Report(os.Stderr, name, err, usage))
+	os.Exit(cli.Report(os.Stdout, os.Stderr, progName(os.Args), err))
 }
 
-const usage = `usage:
-  wsl-gpu-ctl [--config FILE] info [--json] [--k8s]                      (list GPU adapters; --k8s: the device plugin's resources)
-  wsl-gpu-ctl [--config FILE] doctor [--json] [--root DIR]               (check the host and engines; exit 1 on a failure)
-  wsl-gpu-ctl [--config FILE] cdi generate [--dir DIR] [--hook PATH] [--skip-kind KIND]...
-                                          (write the CDI specs, default /etc/cdi; --output FILE|- [--kind KIND] for one)
-  wsl-gpu-ctl install|uninstall [--dry-run] [--prefix DIR] [--hook PATH] [--user] [--nvidia-kind=ours|skip] [--amd-kind=ours|skip]
-                                docker|podman|containerd|cdi...
-  wsl-gpu-ctl [--config FILE] top [--interval D] [--once] [--json]     (GPU memory, engine busy %, processes per adapter)
-  wsl-gpu-ctl [--config FILE] metrics [--listen ADDR] [--web-config-file FILE] [--interval D]
-                                          (serve the same as Prometheus metrics, default 127.0.0.1:9835, sampled
-                                           every 10s; the file: TLS and basic auth, as Prometheus exporters take it)
-  wsl-gpu-ctl version
-(wsl-gpu-hook runs each of these too.)
-`
+// progName is the name the user typed: wsl-gpu-hook hands its commands
+// over with its own argv[0], and messages and help carry it.
+func progName(args []string) string {
+	if len(args) > 0 && args[0] != "" {
+		return filepath.Base(args[0])
+	}
+	return wsl.CtlName
+}
 
-// run is the whole program; main only prints its error.
+// run is the whole program; main only prints its error or help.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	c, err := cli.Parse(wsl.CtlName, config.DefaultPath, args[1:])
+	name, cmds := progName(args), commands()
+	c, err := cli.Parse(topDoc(name, cmds).Text(nil), args[1:])
 	if err != nil {
 		return err
 	}
-	cmd, cmdArgs := c.Name, c.Args
-	if cmd == "version" {
-		fmt.Fprintf(stdout, "%s %s\n", wsl.CtlName, version)
-		return nil
-	}
-	if !wsl.IsCtlCommand(cmd) {
-		return cli.Usagef("unknown command %q", cmd)
-	}
-	cfg, err := config.Load(config.Find(c.ConfigPath, os.Getenv))
+	cmd, path, rest, err := find(cmds, c.Name, c.Args)
 	if err != nil {
-		return fmt.Errorf("%s: %w: fix the configuration file", cmd, err)
+		return err
 	}
-	switch cmd {
-	case "info":
-		return runInfo(cfg, cmdArgs, stdout)
-	case "doctor":
-		return runDoctor(cfg, cmdArgs, stdout)
-	case "cdi":
-		return runCDI(cfg, cmdArgs, stdout)
-	case "top":
-		return runTop(ctx, cfg, cmdArgs, stdout)
-	case "metrics":
-		return runMetrics(ctx, cfg, cmdArgs, stdout, stderr)
-	case "install":
-		return runInstall(cfg, cmdArgs, stdout, false)
-	default: // uninstall
-		return runInstall(cfg, cmdArgs, stdout, true)
+	if cmd.define == nil { // cdi --help
+		return cli.Help{Text: cmd.doc(name, path, nil).Text(nil)}
 	}
+	fs := flag.NewFlagSet(path, flag.ContinueOnError)
+	runCmd := cmd.define(fs)
+	doc := cmd.doc(name, path, fs)
+	// Flags may follow the arguments too (`install cdi --nvidia-kind=ours`,
+	// as the conflict message suggests).
+	var words []string
+	for {
+		if err := cli.ParseFlags(fs, rest, doc); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		words, rest = append(words, fs.Arg(0)), fs.Args()[1:]
+	}
+	if len(words) > 0 && len(cmd.words) == 0 {
+		return cli.CmdUsagef(path, "unexpected argument %q", words[0])
+	}
+	e := env{stdout: stdout, stderr: stderr}
+	if !cmd.noConfig {
+		if e.cfg, err = config.Load(config.Find(c.ConfigPath, os.Getenv)); err != nil {
+			return fmt.Errorf("%s: %w: fix the configuration file", c.Name, err)
+		}
+	}
+	return runCmd(ctx, e, words)
 }
 
 func stackOptions(cfg config.Config) vendorstack.ProbeOptions {

@@ -27,7 +27,10 @@ func TestRunErrors(t *testing.T) {
 		{name: "metrics sampled too often", args: []string{"wsl-gpu-ctl", "--config", empty, "metrics", "--interval", "100ms"}, want: "metrics: --interval must be at least 1s", isUsage: true},
 		{name: "metrics web config missing", args: []string{"wsl-gpu-ctl", "--config", empty, "metrics", "--listen", "127.0.0.1:0", "--web-config-file", "testdata/none.yml"},
 			want: "metrics: web configuration testdata/none.yml: open testdata/none.yml: no such file or directory: fix --web-config-file"},
-		{name: "cdi without generate", args: []string{"wsl-gpu-ctl", "--config", empty, "cdi", "list"}, want: "cdi: want `cdi generate [--dir DIR] [--hook PATH] [--skip-kind KIND]... | [--output FILE|-] [--kind KIND]`", isUsage: true},
+		{name: "cdi without generate", args: []string{"wsl-gpu-ctl", "--config", empty, "cdi", "list"}, want: `cdi: unknown verb "list": want generate`, isUsage: true},
+		{name: "cdi generate flags that exclude each other", args: []string{"wsl-gpu-ctl", "--config", empty, "cdi", "generate", "--dir", "/d", "--output", "-"}, want: "cdi generate: --dir and --output exclude each other", isUsage: true},
+		{name: "install names unknown engines before changing any", args: []string{"wsl-gpu-ctl", "--config", empty, "install", "--prefix", "/nonexistent", "docker", "dockr"}, want: `install: unknown engine "dockr" (docker, podman, containerd, cdi)`, isUsage: true},
+		{name: "install cdi choice", args: []string{"wsl-gpu-ctl", "--config", empty, "install", "cdi", "--nvidia-kind=mine"}, want: `install: --nvidia-kind "mine": want ours or skip`, isUsage: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -19,25 +19,30 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/metricsserver"
 )
 
+func metricsCommand() command {
+	return command{name: "metrics",
+		summary: "Serve the GPU statistics as Prometheus metrics at /metrics.\nThe numbers top shows, sampled every --interval, until interrupted.",
+		define: func(fs *flag.FlagSet) runFunc {
+			listen := fs.String("listen", "127.0.0.1:9835", "serve /metrics at `ADDR`")
+			webConfig := fs.String("web-config-file", "", "exporter-toolkit web configuration `FILE` (TLS, basic auth)")
+			interval := fs.Duration("interval", 10*time.Second, "sample this often; busy ratios are over one interval")
+			return func(ctx context.Context, e env, _ []string) error {
+				if *interval < time.Second {
+					return cli.CmdUsagef("metrics", "--interval must be at least 1s")
+				}
+				return runMetrics(ctx, e.cfg, *listen, *webConfig, *interval, e.stdout, e.stderr)
+			}
+		}}
+}
+
 // runMetrics serves the GPU statistics for Prometheus at /metrics until
 // ctx ends (SIGINT/SIGTERM in main).
-func runMetrics(ctx context.Context, cfg config.Config, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("metrics", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	listen := fs.String("listen", "127.0.0.1:9835", "address to serve /metrics on")
-	webConfig := fs.String("web-config-file", "", "exporter-toolkit web configuration (TLS, basic auth)")
-	interval := fs.Duration("interval", 10*time.Second, "sample this often; busy ratios are over one interval")
-	if err := fs.Parse(args); err != nil {
-		return cli.UsageError{Msg: "metrics: " + err.Error()}
-	}
-	if *interval < time.Second {
-		return cli.UsageError{Msg: "metrics: --interval must be at least 1s"}
-	}
+func runMetrics(ctx context.Context, cfg config.Config, listen, webConfig string, interval time.Duration, stdout, stderr io.Writer) error {
 	// The server's own log (the toolkit's, a bad web configuration at a
 	// request) goes to stderr; stdout says where it serves.
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	reg := prometheus.NewRegistry()
-	srv, err := metricsserver.Listen(metricsserver.Options{Addr: *listen, WebConfigFile: *webConfig,
+	srv, err := metricsserver.Listen(metricsserver.Options{Addr: listen, WebConfigFile: webConfig,
 		Limits: metricsserver.DefaultLimits(), Log: log}, reg)
 	switch {
 	case errors.Is(err, metricsserver.ErrWebConfig):
@@ -51,11 +56,11 @@ func runMetrics(ctx context.Context, cfg config.Config, args []string, stdout, s
 		return fmt.Errorf("metrics: %w", err)
 	}
 	defer s.Close()
-	poller := gpustats.Poll(s, *interval)
+	poller := gpustats.Poll(s, interval)
 	defer poller.Stop()
 	reg.MustRegister(gpumetrics.New(poller))
-	if *webConfig != "" {
-		fmt.Fprintf(stdout, "serving GPU metrics on %s/metrics as %s says\n", srv.Addr(), *webConfig)
+	if webConfig != "" {
+		fmt.Fprintf(stdout, "serving GPU metrics on %s/metrics as %s says\n", srv.Addr(), webConfig)
 	} else {
 		fmt.Fprintf(stdout, "serving GPU metrics on http://%s/metrics\n", srv.Addr())
 	}

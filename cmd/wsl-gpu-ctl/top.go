@@ -25,18 +25,23 @@ var topKinds = []struct{ kind, title string }{
 	{"3d", "3D"}, {"compute", "COMPUTE"}, {"copy", "COPY"}, {"video_decode", "VDEC"}, {"video_encode", "VENC"},
 }
 
-func runTop(ctx context.Context, cfg config.Config, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("top", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	interval := fs.Duration("interval", time.Second, "time between samples")
-	once := fs.Bool("once", false, "print one view (two samples, --interval apart) and exit")
-	asJSON := fs.Bool("json", false, "print JSON (implies --once)")
-	if err := fs.Parse(args); err != nil {
-		return cli.UsageError{Msg: "top: " + err.Error()}
-	}
-	if *interval < 10*time.Millisecond {
-		return cli.UsageError{Msg: "top: --interval must be at least 10ms"}
-	}
+func topCommand() command {
+	return command{name: "top",
+		summary: "Show GPU memory, engine busy % and processes per adapter.\nRedrawn every --interval on a terminal, printed once on a pipe.",
+		define: func(fs *flag.FlagSet) runFunc {
+			interval := fs.Duration("interval", time.Second, "time between samples")
+			once := fs.Bool("once", false, "print one view (two samples, --interval apart) and exit")
+			asJSON := fs.Bool("json", false, "print JSON (implies --once)")
+			return func(ctx context.Context, e env, _ []string) error {
+				if *interval < 10*time.Millisecond {
+					return cli.CmdUsagef("top", "--interval must be at least 10ms")
+				}
+				return runTop(ctx, e.cfg, *interval, *once, *asJSON, e.stdout)
+			}
+		}}
+}
+
+func runTop(ctx context.Context, cfg config.Config, interval time.Duration, once, asJSON bool, stdout io.Writer) error {
 	s, err := gpustats.Open(gpustats.Options{Device: cfg.DxgDevice, Names: containernames.OnThisHost()})
 	if err != nil {
 		return fmt.Errorf("top: %w", err)
@@ -44,15 +49,15 @@ func runTop(ctx context.Context, cfg config.Config, args []string, stdout io.Wri
 	defer s.Close()
 	s.Sample() // the baseline busy ratios are measured from
 	// A pipe or file gets one view: redrawing needs a terminal.
-	live := !*once && !*asJSON && isTerminal(stdout)
+	live := !once && !asJSON && isTerminal(stdout)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(*interval):
+		case <-time.After(interval):
 		}
 		sample := s.Sample()
-		if *asJSON {
+		if asJSON {
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
 			return enc.Encode(sample)
@@ -60,7 +65,7 @@ func runTop(ctx context.Context, cfg config.Config, args []string, stdout io.Wri
 		if live {
 			fmt.Fprint(stdout, "\x1b[H\x1b[2J")
 		}
-		printTop(stdout, sample, *interval)
+		printTop(stdout, sample, interval)
 		if !live {
 			return nil
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
 func TestRunErrors(t *testing.T) {
@@ -38,7 +39,7 @@ func TestRunErrors(t *testing.T) {
 			want: `cdi-hook: hook argument: selection "gpu0": want all, vendor:NAME, vendor:NAME:N, index:N or luid:0xHEX: the CDI spec is damaged: regenerate it with wsl-gpu-hook cdi generate`},
 		{name: "hook without state", args: []string{"wsl-gpu-hook", "--config", empty, "prestart"}, want: "prestart: no container state on stdin: run this as an OCI hook (runc passes the state on stdin)"},
 		{name: "docker's name for the hook", args: []string{"/usr/bin/nvidia-container-runtime-hook", "--config", empty, "prestart"}, stdin: "{", want: "prestart: decode container state from stdin: unexpected end of JSON input"},
-		{name: "stage takes no arguments", args: []string{"wsl-gpu-hook", "--config", empty, "createRuntime", "x"}, want: "createRuntime takes no arguments", isUsage: true},
+		{name: "stage takes no arguments", args: []string{"wsl-gpu-hook", "--config", empty, "createRuntime", "x"}, want: "createRuntime: takes no arguments", isUsage: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,5 +67,83 @@ func TestAdminCommands(t *testing.T) {
 		if !errors.As(err, &admin) || admin.name != cmd {
 			t.Errorf("run %s = %v, want it handed to wsl-gpu-ctl", cmd, err)
 		}
+	}
+}
+
+// runMain is main without the exec and the exit: the status, stdout and
+// stderr.
+func runMain(args ...string) (int, string, string, error) {
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
+	code := cli.Report(&stdout, &stderr, "wsl-gpu-hook", err)
+	return code, stdout.String(), stderr.String(), err
+}
+
+// TestHelp: the hook and each of its own commands print their help on
+// stdout and exit 0 for --help, -h and help COMMAND, reading no
+// configuration for it; wsl-gpu-ctl's commands are handed over with the
+// help word (wsl-gpu-ctl answers it).
+func TestHelp(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "none.toml")
+	tests := []struct {
+		args []string
+		want string // the help's start
+	}{
+		{[]string{"--help"}, "usage: wsl-gpu-hook [--config FILE] COMMAND [ARGS...]"},
+		{[]string{"-h"}, "usage: wsl-gpu-hook [--config FILE] COMMAND [ARGS...]"},
+		{[]string{"help"}, "usage: wsl-gpu-hook [--config FILE] COMMAND [ARGS...]"},
+		{[]string{"--config", missing, "--help", "prestart"}, "usage: wsl-gpu-hook [--config FILE] COMMAND [ARGS...]"},
+		{[]string{"--config", missing, "prestart", "--help"}, "usage: wsl-gpu-hook [--config FILE] prestart"},
+		{[]string{"createRuntime", "-h"}, "usage: wsl-gpu-hook [--config FILE] createRuntime"},
+		{[]string{"help", "createContainer"}, "usage: wsl-gpu-hook [--config FILE] createContainer"},
+		{[]string{"--config", missing, "cdi-hook", "--help"}, "usage: wsl-gpu-hook [--config FILE] cdi-hook SELECTION..."},
+		{[]string{"help", "cdi-hook"}, "usage: wsl-gpu-hook [--config FILE] cdi-hook SELECTION..."},
+		{[]string{"runtime", "--help"}, "usage: wsl-gpu-hook runtime RUNC-ARGS..."},
+		{[]string{"help", "runtime"}, "usage: wsl-gpu-hook runtime RUNC-ARGS..."},
+		{[]string{"version", "-h"}, "usage: wsl-gpu-hook version"},
+		{[]string{"help", "version"}, "usage: wsl-gpu-hook version"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			code, stdout, stderr, _ := runMain(append([]string{"wsl-gpu-hook"}, tt.args...)...)
+			if code != 0 || stderr != "" || !strings.HasPrefix(stdout, tt.want+"\n") {
+				t.Fatalf("exit %d, stderr %q, stdout:\n%s\nwant exit 0, no stderr, stdout starting %q", code, stderr, stdout, tt.want)
+			}
+		})
+	}
+	for _, args := range [][]string{{"info", "--help"}, {"help", "cdi", "generate"}, {"install", "docker", "-h"}} {
+		_, _, _, err := runMain(append([]string{"wsl-gpu-hook", "--config", missing}, args...)...)
+		var admin adminCommand
+		if !errors.As(err, &admin) {
+			t.Errorf("%q: %v, want it handed to wsl-gpu-ctl", args, err)
+		}
+	}
+	// The help names every command it hands over.
+	if !strings.Contains(help, "\n  "+strings.Join(wsl.CtlCommands(), ", ")+"\n") {
+		t.Errorf("help does not name wsl-gpu-ctl's commands %q", wsl.CtlCommands())
+	}
+}
+
+// TestUsageErrors: a command line that cannot run gets exit 2 and one
+// line on stderr saying what is wrong and which help to read.
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"start"}, `wsl-gpu-hook: unknown command "start": see wsl-gpu-hook --help`},
+		{[]string{"help", "start"}, `wsl-gpu-hook: unknown command "start": see wsl-gpu-hook --help`},
+		{[]string{"--frob", "prestart"}, `wsl-gpu-hook: flag provided but not defined: -frob: see wsl-gpu-hook --help`},
+		{[]string{}, `wsl-gpu-hook: no command given: see wsl-gpu-hook --help`},
+		{[]string{"prestart", "--frob"}, `wsl-gpu-hook: prestart: takes no arguments: see wsl-gpu-hook prestart --help`},
+		{[]string{"version", "x"}, `wsl-gpu-hook: version: takes no arguments: see wsl-gpu-hook version --help`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			code, stdout, stderr, _ := runMain(append([]string{"wsl-gpu-hook"}, tt.args...)...)
+			if code != 2 || stdout != "" || stderr != tt.want+"\n" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want 2, nothing, %q", code, stdout, stderr, tt.want)
+			}
+		})
 	}
 }

@@ -3,7 +3,9 @@ package cdiinstall
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -567,45 +569,47 @@ type GenerateFlags struct {
 	Kind      string   // the kind --output writes
 }
 
-// ParseGenerateArgs reads the words after `cdi generate`.
-func ParseGenerateArgs(args []string) (GenerateFlags, error) {
-	f := GenerateFlags{Kind: cdispec.Kind}
-	for i := 0; i < len(args); i++ {
-		name, val, hasVal := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
-		if !strings.HasPrefix(args[i], "-") {
-			return f, fmt.Errorf("unexpected argument %q", args[i])
-		}
-		if !hasVal {
-			if i+1 >= len(args) {
-				return f, fmt.Errorf("flag %s needs a value", args[i])
-			}
-			i++
-			val = args[i]
-		}
-		switch name {
-		case "dir":
-			f.Dir = val
-		case "hook":
-			f.Hook = val
-		case "skip-kind":
-			f.SkipKinds = append(f.SkipKinds, val)
-		case "output":
-			f.Output = val
-		case "kind":
-			f.Kind = val
-		default:
-			return f, fmt.Errorf("unknown flag %s (--dir DIR, --hook PATH, --skip-kind KIND, --output FILE, --kind KIND)", args[i])
-		}
-	}
+// Define defines `cdi generate`'s flags on fs, read into f.
+func (f *GenerateFlags) Define(fs *flag.FlagSet) {
+	f.Kind = cdispec.Kind
+	fs.StringVar(&f.Dir, "dir", "", "write every kind's spec into `DIR` (default "+SystemSpecDir+", $XDG_CONFIG_HOME/cdi when not root)")
+	fs.StringVar(&f.Hook, "hook", "", "the wsl-gpu-hook `PATH` the specs run (default: the one next to this binary)")
+	fs.Func("skip-kind", "do not write the spec of `KIND` (repeatable)", func(k string) error {
+		f.SkipKinds = append(f.SkipKinds, k)
+		return nil
+	})
+	fs.StringVar(&f.Output, "output", "", "write one kind's spec to `FILE` (- for stdout) instead")
+	fs.StringVar(&f.Kind, "kind", f.Kind, "the `KIND` --output writes")
+}
+
+// Check reports what f cannot mean: flags that exclude each other, a kind
+// this producer does not write.
+func (f GenerateFlags) Check() error {
 	if f.Dir != "" && f.Output != "" {
-		return f, errors.New("--dir and --output exclude each other")
+		return errors.New("--dir and --output exclude each other")
 	}
 	for _, k := range append(append([]string{}, f.SkipKinds...), f.Kind) {
 		if k != cdispec.Kind && !isVendorKind(k) {
-			return f, fmt.Errorf("unknown kind %q (%s)", k, strings.Join(allKinds(), ", "))
+			return fmt.Errorf("unknown kind %q (%s)", k, strings.Join(allKinds(), ", "))
 		}
 	}
-	return f, nil
+	return nil
+}
+
+// ParseGenerateArgs reads the words after `cdi generate`, as the command
+// does (the unit's ExecStart is held to it).
+func ParseGenerateArgs(args []string) (GenerateFlags, error) {
+	var f GenerateFlags
+	fs := flag.NewFlagSet("cdi generate", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f.Define(fs)
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return f, f.Check()
 }
 
 func isVendorKind(k string) bool {

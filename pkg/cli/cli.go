@@ -1,6 +1,12 @@
-// Package cli holds the conventions the project's commands share: how a
-// usage error differs from a failure, and the one line a failure is
-// reported in.
+// Package cli holds the conventions the project's commands share: what
+// asks for help (printed on stdout, exit 0), what is a usage error (one
+// line on stderr naming the help to read, exit 2), what is a failure (one
+// line, exit 1), and the hook's own [--config FILE] COMMAND parser.
+//
+// The hook links this package on every container start, so it imports
+// neither package flag nor anything that does work at initialisation:
+// ParseFlags takes the part of *flag.FlagSet it uses as an interface
+// (cmd/wsl-gpu-hook/deps_test.go keeps flag out of the hook).
 package cli
 
 import (
@@ -25,8 +31,12 @@ type Command struct {
 // argument that is not one or after "--". It is written out rather than
 // a flag.FlagSet because the hook parses its command line on every
 // container start, and the flag package's initialisation and maps were a
-// measurable part of it. defaultConfig is only for the help text.
-func Parse(prog, defaultConfig string, args []string) (Command, error) {
+// measurable part of it.
+//
+// -h, --help and a bare "help" return Help{help}; "help NAME ARGS..."
+// reads as "NAME ARGS... --help", so that each command answers its own
+// help in one place.
+func Parse(help string, args []string) (Command, error) {
 	var c Command
 	for len(args) > 0 {
 		a := args[0]
@@ -51,7 +61,7 @@ func Parse(prog, defaultConfig string, args []string) (Command, error) {
 		switch name {
 		case "config":
 		case "help", "h":
-			return Command{}, Usagef("flag: help requested (%s [--config FILE] COMMAND; --config defaults to %s)", prog, defaultConfig)
+			return Command{}, Help{help}
 		default:
 			return Command{}, Usagef("flag provided but not defined: -%s", name)
 		}
@@ -67,31 +77,77 @@ func Parse(prog, defaultConfig string, args []string) (Command, error) {
 		return Command{}, Usagef("no command given")
 	}
 	c.Name, c.Args = args[0], args[1:]
+	if c.Name == "help" {
+		if len(c.Args) == 0 {
+			return Command{}, Help{help}
+		}
+		c.Name, c.Args = c.Args[0], append(c.Args[1:len(c.Args):len(c.Args)], "--help")
+	}
 	return c, nil
 }
 
-// UsageError is a command line that cannot be run: the usage text follows
-// it and the exit status is 2.
-type UsageError struct{ Msg string }
-
-func (u UsageError) Error() string { return u.Msg }
-
-// Usagef makes a UsageError.
-func Usagef(format string, a ...any) error { return UsageError{fmt.Sprintf(format, a...)} }
-
-// Report prints err for a command named name and returns the exit status:
-// 0 for nil, 2 with the usage text for a UsageError, 1 with one line
-// otherwise (runtimes embed a hook's stderr in their own one-line error).
-func Report(w io.Writer, name string, err error, usage string) int {
-	if err == nil {
-		return 0
+// IsHelpArg says whether a is one of the words that ask a command for its
+// help: -h, --h, -help, --help (the flag package's).
+func IsHelpArg(a string) bool {
+	switch a {
+	case "-h", "--h", "-help", "--help":
+		return true
 	}
+	return false
+}
+
+// Help is a command line that asks for help: Report prints Text on
+// stdout and exits 0.
+type Help struct{ Text string }
+
+func (Help) Error() string { return "help requested" }
+
+// UsageError is a command line that cannot be run (exit status 2).
+type UsageError struct {
+	// Cmd is the command it was for, as typed after the program's name
+	// ("info", "cdi generate"); "" for the program itself. Its help is
+	// the one Report points at.
+	Cmd string
+	Msg string
+}
+
+func (u UsageError) Error() string {
+	if u.Cmd == "" {
+		return u.Msg
+	}
+	return u.Cmd + ": " + u.Msg
+}
+
+// Usagef makes a UsageError about the command line as a whole.
+func Usagef(format string, a ...any) error { return UsageError{Msg: fmt.Sprintf(format, a...)} }
+
+// CmdUsagef makes a UsageError about command cmd's arguments.
+func CmdUsagef(cmd, format string, a ...any) error {
+	return UsageError{Cmd: cmd, Msg: fmt.Sprintf(format, a...)}
+}
+
+// Report prints err for the program named prog and returns the exit
+// status: 0 for nil; 0 with the text on stdout for Help; 2 with one line
+// naming the help to read for a UsageError; 1 with one line otherwise
+// (runtimes embed a hook's stderr in their own one-line error).
+func Report(stdout, stderr io.Writer, prog string, err error) int {
+	var help Help
 	var uerr UsageError
-	if errors.As(err, &uerr) {
-		fmt.Fprintf(w, "%s: %v\n\n%s", name, err, usage)
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &help):
+		fmt.Fprint(stdout, help.Text)
+		return 0
+	case errors.As(err, &uerr):
+		see := prog
+		if uerr.Cmd != "" {
+			see += " " + uerr.Cmd
+		}
+		fmt.Fprintf(stderr, "%s: %s: see %s --help\n", prog, OneLine(err.Error()), see)
 		return 2
 	}
-	fmt.Fprintf(w, "%s: %s\n", name, OneLine(err.Error()))
+	fmt.Fprintf(stderr, "%s: %s\n", prog, OneLine(err.Error()))
 	return 1
 }
 

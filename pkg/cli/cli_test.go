@@ -8,27 +8,30 @@ import (
 	"io"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
+	"time"
 )
 
 func TestReport(t *testing.T) {
 	tests := []struct {
-		name     string
-		err      error
-		want     string
-		wantCode int
+		name             string
+		err              error
+		wantOut, wantErr string
+		wantCode         int
 	}{
-		{"nil", nil, "", 0},
-		{"usage", Usagef("no command given"), "x: no command given\n\nusage: x\n", 2},
-		{"wrapped usage", fmt.Errorf("install: %w", Usagef("name an engine")), "x: install: name an engine\n\nusage: x\n", 2},
-		{"failure folded", errors.Join(errors.New("config x: key a: bad"), errors.New("config x: key b: bad")), "x: config x: key a: bad; config x: key b: bad\n", 1},
+		{"nil", nil, "", "", 0},
+		{"help on stdout", Help{"usage: x\n"}, "usage: x\n", "", 0},
+		{"usage", Usagef("no command given"), "", "x: no command given: see x --help\n", 2},
+		{"a command's usage names its help", CmdUsagef("cdi generate", "unexpected argument %q", "a"), "", "x: cdi generate: unexpected argument \"a\": see x cdi generate --help\n", 2},
+		{"wrapped usage", fmt.Errorf("install: %w", Usagef("name an engine")), "", "x: install: name an engine: see x --help\n", 2},
+		{"failure folded", errors.Join(errors.New("config x: key a: bad"), errors.New("config x: key b: bad")), "", "x: config x: key a: bad; config x: key b: bad\n", 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var out bytes.Buffer
-			if code := Report(&out, "x", tt.err, "usage: x\n"); code != tt.wantCode || out.String() != tt.want {
-				t.Fatalf("Report = %d, %q; want %d, %q", code, out.String(), tt.wantCode, tt.want)
+			var stdout, stderr bytes.Buffer
+			code := Report(&stdout, &stderr, "x", tt.err)
+			if code != tt.wantCode || stdout.String() != tt.wantOut || stderr.String() != tt.wantErr {
+				t.Fatalf("Report = %d, stdout %q, stderr %q; want %d, %q, %q", code, stdout.String(), stderr.String(), tt.wantCode, tt.wantOut, tt.wantErr)
 			}
 		})
 	}
@@ -46,12 +49,20 @@ func TestParse(t *testing.T) {
 		{args: nil, wantErr: "no command given"},
 		{args: []string{"--config"}, wantErr: "flag needs an argument: -config"},
 		{args: []string{"--verbose", "info"}, wantErr: "flag provided but not defined: -verbose"},
+		{args: []string{"--config", "/c.toml", "--help", "info"}, wantErr: "help requested"},
+		{args: []string{"-h"}, wantErr: "help requested"},
+		{args: []string{"help"}, wantErr: "help requested"},
+		{args: []string{"help", "cdi", "generate"}, want: Command{Name: "cdi", Args: []string{"generate", "--help"}}},
+		{args: []string{"--config", "/c.toml", "help", "info"}, want: Command{ConfigPath: "/c.toml", Name: "info", Args: []string{"--help"}}},
 	}
 	for _, tt := range tests {
-		got, err := Parse("x", "/etc/x.toml", tt.args)
+		got, err := Parse("usage: x\n", tt.args)
 		var u UsageError
+		var h Help
 		switch {
-		case tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr || !errors.As(err, &u)):
+		case tt.wantErr == "help requested" && (!errors.As(err, &h) || h.Text != "usage: x\n"):
+			t.Errorf("Parse(%q) error = %v, want Help with the text", tt.args, err)
+		case tt.wantErr != "" && tt.wantErr != "help requested" && (err == nil || err.Error() != tt.wantErr || !errors.As(err, &u)):
 			t.Errorf("Parse(%q) error = %v, want usage error %q", tt.args, err, tt.wantErr)
 		case tt.wantErr == "" && (err != nil || !reflect.DeepEqual(got, tt.want)):
 			t.Errorf("Parse(%q) = %+v, %v; want %+v", tt.args, got, err, tt.want)
@@ -97,7 +108,7 @@ func TestParseAgreesWithFlag(t *testing.T) {
 		{"prestart", "--config", "/a"},
 		{"cdi-hook", "--", "a"},
 	} {
-		got, gotErr := Parse("x", "/etc/x.toml", args)
+		got, gotErr := Parse("usage: x\n", args)
 		want, wantErr := oracle(args)
 		if (gotErr == nil) != (wantErr == nil) || (gotErr != nil && gotErr.Error() != wantErr.Error()) {
 			t.Errorf("Parse(%q) error %v, flag's %v", args, gotErr, wantErr)
@@ -107,7 +118,83 @@ func TestParseAgreesWithFlag(t *testing.T) {
 			t.Errorf("Parse(%q) = %+v, flag's %+v", args, got, want)
 		}
 	}
-	if _, err := Parse("x", "/etc/x.toml", []string{"-h"}); err == nil || !strings.Contains(err.Error(), "help requested") {
-		t.Errorf("Parse(-h) = %v, want help requested", err)
+}
+
+func TestParseFlags(t *testing.T) {
+	doc := Doc{Prog: "x", Cmd: "top", Args: "[--once]", Summary: "Show the GPUs.", More: "See also x info."}
+	const help = "usage: x top [--once]\n\nShow the GPUs.\n\nflags:\n  -interval duration\n    \tbetween samples (default 1s)\n  -once\n    \tone view\n\nSee also x info.\n"
+	tests := []struct {
+		name     string
+		args     []string
+		wantHelp string
+		wantErr  string // a UsageError's text
+		wantArgs []string
+	}{
+		{name: "ok", args: []string{"--once", "a"}, wantArgs: []string{"a"}},
+		{name: "-h", args: []string{"-h"}, wantHelp: help},
+		{name: "--help after a flag", args: []string{"--once", "--help"}, wantHelp: help},
+		{name: "-help=x", args: []string{"-help=x"}, wantHelp: help},
+		{name: "help after the flags is an argument", args: []string{"a", "--help"}, wantArgs: []string{"a", "--help"}},
+		{name: "unknown flag", args: []string{"--nope"}, wantErr: "top: flag provided but not defined: -nope"},
+		{name: "bad value", args: []string{"--interval", "soon"}, wantErr: `top: invalid value "soon" for flag -interval: parse error`},
+		{name: "missing value", args: []string{"--interval"}, wantErr: "top: flag needs an argument: -interval"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("top", flag.ContinueOnError)
+			var stray bytes.Buffer
+			fs.SetOutput(&stray) // ParseFlags must print nothing itself
+			fs.Duration("interval", time.Second, "between samples")
+			fs.Bool("once", false, "one view")
+			err := ParseFlags(fs, tt.args, doc)
+			var h Help
+			var u UsageError
+			switch {
+			case tt.wantHelp != "":
+				if !errors.As(err, &h) || h.Text != tt.wantHelp {
+					t.Fatalf("ParseFlags = %v, want help:\n%s\ngot:\n%s", err, tt.wantHelp, h.Text)
+				}
+			case tt.wantErr != "":
+				if !errors.As(err, &u) || err.Error() != tt.wantErr || u.Cmd != "top" {
+					t.Fatalf("ParseFlags = %#v, want usage error %q for top", err, tt.wantErr)
+				}
+			case err != nil || !slices.Equal(fs.Args(), tt.wantArgs):
+				t.Fatalf("ParseFlags = %v, args %q; want nil, %q", err, fs.Args(), tt.wantArgs)
+			}
+			if stray.Len() > 0 {
+				t.Fatalf("ParseFlags printed %q", stray.String())
+			}
+		})
+	}
+}
+
+func TestDocText(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  Doc
+		fs   bool
+		want string
+	}{
+		{"program, no flags", Doc{Prog: "x", Args: "COMMAND", Summary: "Do things.\n"}, false, "usage: x COMMAND\n\nDo things.\n"},
+		{"a flag set without flags", Doc{Prog: "x", Cmd: "version"}, true, "usage: x version\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var fs FlagSet
+			if tt.fs {
+				fs = flag.NewFlagSet("v", flag.ContinueOnError)
+			}
+			if got := tt.doc.Text(fs); got != tt.want {
+				t.Fatalf("Text = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestIsHelpArg(t *testing.T) {
+	for a, want := range map[string]bool{"-h": true, "--h": true, "-help": true, "--help": true, "help": false, "---help": false, "-hh": false, "": false} {
+		if IsHelpArg(a) != want {
+			t.Errorf("IsHelpArg(%q) = %v", a, !want)
+		}
 	}
 }

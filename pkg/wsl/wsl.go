@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // Paths WSL uses on the host, and that containers get at the same place.
@@ -47,14 +48,15 @@ const (
 	NvidiaHookName = "nvidia-container-runtime-hook"
 )
 
-// IsCtlCommand says whether cmd is one of wsl-gpu-ctl's commands, which
-// wsl-gpu-hook hands over.
+// CtlCommands are wsl-gpu-ctl's commands, which wsl-gpu-hook hands over
+// (wsl-gpu-ctl's tests hold its command table to them).
+func CtlCommands() []string {
+	return []string{"info", "doctor", "cdi", "install", "uninstall", "top", "metrics"}
+}
+
+// IsCtlCommand says whether cmd is one of CtlCommands.
 func IsCtlCommand(cmd string) bool {
-	switch cmd {
-	case "info", "doctor", "cdi", "install", "uninstall", "top", "metrics":
-		return true
-	}
-	return false
+	return slices.Contains(CtlCommands(), cmd)
 }
 
 // CtlBeside returns wsl-gpu-ctl next to the binary at self (links
