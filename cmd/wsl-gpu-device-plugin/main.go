@@ -45,6 +45,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/containernames"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/deviceplugin"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/deviceplugin/server"
@@ -63,16 +64,16 @@ var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
-		fmt.Fprintf(os.Stderr, "wsl-gpu-device-plugin: %v\n", err)
-		os.Exit(1)
-	}
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(cli.Report(os.Stdout, os.Stderr, "wsl-gpu-device-plugin", err))
 }
 
-func run(ctx context.Context, args []string, stderr io.Writer) error {
+// doc is the help's text around the flags.
+var doc = cli.Doc{Prog: "wsl-gpu-device-plugin", Args: "[flags]", Summary: "The kubelet device plugin for WSL2 GPUs: one extended resource per GPU vendor,\none device per adapter, kept healthy; with --node-root it also sets the node\nup (the hook and CDI specs), as the Helm chart runs it."}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("wsl-gpu-device-plugin", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "configuration file (default $"+config.Env+", else "+config.DefaultPath+")")
 	pluginDir := fs.String("plugin-dir", "/var/lib/kubelet/device-plugins", "the kubelet's device plugin `dir` (holds kubelet.sock)")
 	interval := fs.Duration("interval", 30*time.Second, "re-list the adapters this often")
@@ -93,15 +94,21 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	uninstall := fs.String("uninstall-daemonset", "", "delete the DaemonSet `NAME` in the pod's namespace, wait for its pods to clean their nodes, and exit (the chart's pre-delete hook)")
 	uninstallTimeout := fs.Duration("uninstall-timeout", 2*time.Minute, "how long --uninstall-daemonset waits for the pods")
 	unlabel := fs.Bool("remove-node-labels", false, "remove the --node-labels labels from every node and exit (after --uninstall-daemonset: the chart's pre-delete hook)")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.ParseFlags(fs, args, doc); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("unexpected argument %q", fs.Arg(0))
 	}
 	if *showVersion {
 		fmt.Fprintf(stderr, "wsl-gpu-device-plugin %s\n", version)
 		return nil
 	}
 	if *metricsInterval < time.Second {
-		return fmt.Errorf("--metrics-interval must be at least 1s: sampling more often only costs the Windows host")
+		return cli.Usagef("--metrics-interval must be at least 1s: sampling more often only costs the Windows host")
+	}
+	if *setupOnly && *nodeRoot == "" {
+		return cli.Usagef("--setup-only needs --node-root")
 	}
 	if *uninstall != "" {
 		// Pods that cannot stop (their node is down) leave files that
@@ -172,8 +179,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 				log.Warn("node cleanup incomplete", "err", err)
 			}
 		})
-	} else if *setupOnly {
-		return fmt.Errorf("--setup-only needs --node-root")
 	}
 	opt := deviceplugin.OptionsFrom(cfg)
 	log.Info("starting", "version", version, "config", orDefaults(cfg.Path()), "device", cfg.DxgDevice, "plugin-dir", *pluginDir,

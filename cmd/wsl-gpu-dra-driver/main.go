@@ -34,6 +34,7 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiinstall"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dra"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dra/driver"
@@ -49,16 +50,16 @@ var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
-		fmt.Fprintf(os.Stderr, "wsl-gpu-dra-driver: %v\n", err)
-		os.Exit(1)
-	}
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(cli.Report(os.Stdout, os.Stderr, "wsl-gpu-dra-driver", err))
 }
 
-func run(ctx context.Context, args []string, stderr io.Writer) error {
+// doc is the help's text around the flags.
+var doc = cli.Doc{Prog: "wsl-gpu-dra-driver", Args: "[flags]", Summary: "The Dynamic Resource Allocation driver (gpu.wsl-gpu-hook.dev) for WSL2 GPUs:\none ResourceSlice pool per node, claims prepared as CDI specs, as the Helm\nchart runs it."}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("wsl-gpu-dra-driver", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "configuration file (default $"+config.Env+", else "+config.DefaultPath+")")
 	nodeName := fs.String("node-name", os.Getenv("NODE_NAME"), "this node's name: the pool's name (default $NODE_NAME)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig `file`; \"\" uses the in-cluster service account")
@@ -76,8 +77,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	metricsAddr := fs.String("metrics-listen", "", "serve what the prepared claims were promised (wsl_gpu_claim_memory_bytes) at `ADDR`/metrics; \"\" serves none")
 	webConfig := fs.String("web-config-file", "", "exporter-toolkit web configuration `file` for the metrics (TLS, basic auth); \"\" serves plain HTTP")
 	daemonSet := fs.String("daemonset", "", "this pod's DaemonSet `NAME`, in the pod's namespace: at a stop, remove the claims' specs and the checkpoint only if it is gone (the chart's uninstall)")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.ParseFlags(fs, args, doc); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("unexpected argument %q", fs.Arg(0))
 	}
 	if *showVersion {
 		fmt.Fprintf(stderr, "wsl-gpu-dra-driver %s\n", version)
@@ -88,7 +92,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	sharing, err := parseSharing(*step, *def)
 	if err != nil {
-		return err
+		return cli.Usagef("%v", err)
 	}
 	cfg, err := config.Load(config.Find(*cfgPath, os.Getenv))
 	if err != nil {
