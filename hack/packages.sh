@@ -61,7 +61,9 @@ fi
 "$host/wsl-gpu-hook" install --prefix "$stage" --hook /usr/bin/wsl-gpu-hook podman >/dev/null
 sed -e 's|/usr/local/bin/wsl-gpu-hook|/usr/bin/wsl-gpu-hook|g' -e 's|^\[Unit\]$|[Unit]\nDocumentation=man:wsl-gpu-hook(1)|' \
 	config/systemd/wsl-gpu-hook-cdi.service >"$stage/usr/lib/systemd/system/wsl-gpu-hook-cdi.service"
-gzip -9n <packaging/wsl-gpu-hook.1 >"$stage/usr/share/man/man1/wsl-gpu-hook.1.gz"
+for page in wsl-gpu-hook wsl-gpu-ctl; do
+	gzip -9n <packaging/$page.1 >"$stage/usr/share/man/man1/$page.1.gz"
+done
 # shellcheck disable=SC2154 # deb= comes from the eval above
 sed -e "s|@VERSION@|$deb|" -e "s|@COMMIT@|$commit|" -e "s|@DATE@|$(date -u -R -d "@$SOURCE_DATE_EPOCH")|" \
 	packaging/deb/changelog.in | gzip -9n >"$stage/usr/share/doc/wsl-gpu-hook/changelog.gz"

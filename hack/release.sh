@@ -88,7 +88,9 @@ for arch in $arches; do
 		"$bin/wsl-gpu-hook=bin/wsl-gpu-hook:755" "$bin/wsl-gpu-ctl=bin/wsl-gpu-ctl:755" \
 		"$bin/wsl-gpu-device-plugin=bin/wsl-gpu-device-plugin:755" "$bin/wsl-gpu-dra-driver=bin/wsl-gpu-dra-driver:755" \
 		config/config.toml=config/config.toml config/systemd/wsl-gpu-hook-cdi.service=config/systemd/wsl-gpu-hook-cdi.service \
-		packaging/wsl-gpu-hook.1=man/wsl-gpu-hook.1 README.md=README.md "${docs[@]}" LICENSE=LICENSE
+		packaging/wsl-gpu-hook.1=man/wsl-gpu-hook.1 packaging/wsl-gpu-ctl.1=man/wsl-gpu-ctl.1 \
+		packaging/completions/wsl-gpu-ctl.bash=completions/wsl-gpu-ctl.bash packaging/completions/_wsl-gpu-ctl=completions/_wsl-gpu-ctl \
+		README.md=README.md "${docs[@]}" LICENSE=LICENSE
 	sbom "$out/$name.tar.gz" "pkg:generic/wsl-gpu-hook@$describe?arch=$arch" \
 		"$bin/wsl-gpu-hook" "$bin/wsl-gpu-ctl" "$bin/wsl-gpu-device-plugin" "$bin/wsl-gpu-dra-driver"
 

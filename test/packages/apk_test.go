@@ -29,6 +29,7 @@ var apkFiles = []string{
 	"usr/share/doc/wsl-gpu-hook/README.md", "usr/share/doc/wsl-gpu-hook/examples/docker-gpus-path.conf",
 	"usr/share/licenses/wsl-gpu-hook/LICENSE",
 	"usr/share/man/man1/wsl-gpu-ctl.1.gz", "usr/share/man/man1/wsl-gpu-hook.1.gz", "usr/share/man/man1/wsl-gpu-runtime.1.gz",
+	"usr/share/bash-completion/completions/wsl-gpu-ctl", "usr/share/zsh/site-functions/_wsl-gpu-ctl",
 }
 
 // TestAPK reads the apk of each architecture as apk-tools would (Debian

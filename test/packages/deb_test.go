@@ -67,7 +67,7 @@ func TestPackage(t *testing.T) {
 
 			out := o.chroot(t, nil, "apt-get", "install", "-y", "--no-install-recommends", "/tmp/"+filepath.Base(deb))
 			installed := o.snapshot(t)
-			checkInstalled(t, "postinst", out, before, installed, "usr/share/doc/wsl-gpu-hook/copyright")
+			checkInstalled(t, "postinst", out, before, installed, "usr/share/doc/wsl-gpu-hook/copyright", "usr/share/zsh/vendor-completions/_wsl-gpu-ctl")
 
 			// The simulated laptop inside the root: its files at
 			// /usr/lib/wsl, the simulator's node at /dev/dxg.
@@ -145,7 +145,8 @@ func checkInstalled(t *testing.T, what, out string, before, installed snapshot, 
 	for _, f := range append([]string{"usr/bin/wsl-gpu-hook", "usr/bin/wsl-gpu-ctl", "usr/bin/wsl-gpu-runtime",
 		"usr/libexec/wsl-gpu-hook/nvidia-container-runtime-hook", "etc/wsl-gpu-hook/config.toml",
 		"usr/share/containers/oci/hooks.d/wsl-gpu-hook.json", "usr/lib/systemd/system/wsl-gpu-hook-cdi.service",
-		"usr/share/man/man1/wsl-gpu-hook.1.gz"}, extra...) {
+		"usr/share/man/man1/wsl-gpu-hook.1.gz", "usr/share/man/man1/wsl-gpu-ctl.1.gz",
+		"usr/share/bash-completion/completions/wsl-gpu-ctl"}, extra...) {
 		if _, ok := installed.files[f]; !ok {
 			t.Errorf("installed root lacks %s", f)
 		}
