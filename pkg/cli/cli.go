@@ -1,12 +1,3 @@
-// Package cli holds the conventions the project's commands share: what
-// asks for help (printed on stdout, exit 0), what is a usage error (one
-// line on stderr naming the help to read, exit 2), what is a failure (one
-// line, exit 1), and the hook's own [--config FILE] COMMAND parser.
-//
-// The hook links this package on every container start, so it imports
-// neither package flag nor anything that does work at initialisation:
-// ParseFlags takes the part of *flag.FlagSet it uses as an interface
-// (cmd/wsl-gpu-hook/deps_test.go keeps flag out of the hook).
 package cli
 
 import (
