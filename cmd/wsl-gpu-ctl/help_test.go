@@ -39,7 +39,8 @@ func TestHelp(t *testing.T) {
 	type form struct{ args, cmd []string } // what is typed, whose help it is
 	forms := []form{{[]string{"--help"}, nil}, {[]string{"-h"}, nil}, {[]string{"help"}, nil},
 		{[]string{"install", "docker", "--help"}, []string{"install"}},
-		{[]string{"install", "--dry-run", "cdi", "-h"}, []string{"install"}}}
+		{[]string{"install", "--dry-run", "cdi", "-h"}, []string{"install"}},
+		{[]string{"top", "--once", "help"}, []string{"top"}}}
 	for _, p := range paths(commands()) {
 		words := strings.Fields(p)
 		forms = append(forms, form{append(words[:len(words):len(words)], "--help"), words},
@@ -79,6 +80,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"uninstall", "--dry-run"}, `wsl-gpu-ctl: uninstall: name an engine: docker, podman, containerd or cdi: see wsl-gpu-ctl uninstall --help`},
 		{[]string{"metrics", "--listen"}, `wsl-gpu-ctl: metrics: flag needs an argument: -listen: see wsl-gpu-ctl metrics --help`},
 		{[]string{"version", "x"}, `wsl-gpu-ctl: version: unexpected argument "x": see wsl-gpu-ctl version --help`},
+		{[]string{"info", "help", "me"}, `wsl-gpu-ctl: info: unexpected argument "help": see wsl-gpu-ctl info --help`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

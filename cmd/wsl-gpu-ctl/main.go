@@ -70,8 +70,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		words, rest = append(words, fs.Arg(0)), fs.Args()[1:]
 	}
-	if len(words) > 0 && len(cmd.words) == 0 {
-		return cli.CmdUsagef(path, "unexpected argument %q", words[0])
+	if len(cmd.words) == 0 {
+		if err := cli.NoArgs(words, fs, doc); err != nil {
+			return err
+		}
 	}
 	e := env{stdout: stdout, stderr: stderr}
 	if !cmd.noConfig {

@@ -97,8 +97,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := cli.ParseFlags(fs, args, doc); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return cli.Usagef("unexpected argument %q", fs.Arg(0))
+	if err := cli.NoArgs(fs.Args(), fs, doc); err != nil {
+		return err
 	}
 	if *showVersion {
 		fmt.Fprintf(stderr, "wsl-gpu-device-plugin %s\n", version)

@@ -19,7 +19,7 @@ func runMain(args ...string) (int, string, string) {
 // TestHelp: --help and -h print the help with every flag on stdout and
 // exit 0, reading no configuration (the file named does not exist).
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"-h"}, {"--config", "/nonexistent.toml", "-help"}} {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"--config", "/nonexistent.toml", "-help"}} {
 		code, stdout, stderr := runMain(args...)
 		if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "usage: wsl-gpu-dra-driver [flags]\n") || !strings.Contains(stdout, "\n  -config string\n") {
 			t.Errorf("%q: exit %d, stderr %q, stdout:\n%s\nwant exit 0, no stderr, the help", args, code, stderr, stdout)

@@ -198,3 +198,30 @@ func TestIsHelpArg(t *testing.T) {
 		}
 	}
 }
+
+func TestNoArgs(t *testing.T) {
+	doc := Doc{Prog: "x", Cmd: "info"}
+	tests := []struct {
+		args     []string
+		wantHelp bool
+		wantErr  string
+	}{
+		{args: nil},
+		{args: []string{"help"}, wantHelp: true},
+		{args: []string{"help", "me"}, wantErr: `info: unexpected argument "help"`},
+		{args: []string{"a"}, wantErr: `info: unexpected argument "a"`},
+	}
+	for _, tt := range tests {
+		err := NoArgs(tt.args, flag.NewFlagSet("info", flag.ContinueOnError), doc)
+		var h Help
+		var u UsageError
+		switch {
+		case tt.wantHelp && (!errors.As(err, &h) || h.Text != "usage: x info\n"):
+			t.Errorf("NoArgs(%q) = %v, want the help", tt.args, err)
+		case tt.wantErr != "" && (!errors.As(err, &u) || err.Error() != tt.wantErr):
+			t.Errorf("NoArgs(%q) = %v, want usage error %q", tt.args, err, tt.wantErr)
+		case !tt.wantHelp && tt.wantErr == "" && err != nil:
+			t.Errorf("NoArgs(%q) = %v", tt.args, err)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 )
@@ -84,4 +85,17 @@ func ParseFlags(fs FlagSet, args []string, d Doc) error {
 // are not used.
 func errHelp(fs FlagSet) error {
 	return fs.Parse([]string{"-h"})
+}
+
+// NoArgs checks what is left after the flags of a command that takes no
+// arguments: a lone "help" asks for its help (Help{d.Text(fs)}), anything
+// else is a UsageError naming the first.
+func NoArgs(args []string, fs FlagSet, d Doc) error {
+	switch {
+	case len(args) == 0:
+		return nil
+	case len(args) == 1 && args[0] == "help":
+		return Help{d.Text(fs)}
+	}
+	return UsageError{Cmd: d.Cmd, Msg: fmt.Sprintf("unexpected argument %q", args[0])}
 }
