@@ -158,7 +158,7 @@ func topDoc(progName string, cmds []command) cli.Doc {
 		fmt.Fprintf(&b, "  %-14s %s\n", c.name, firstLine(c.summary))
 	}
 	fmt.Fprintf(&b, "  %-14s %s\n", "help [COMMAND]", "Print this help, or a command's (as COMMAND --help does).")
-	fmt.Fprintf(&b, "\n--config FILE is the configuration (default $%s, else %s).\n", config.Env, config.DefaultPath)
+	fmt.Fprintf(&b, "\n--config FILE is the configuration (default $%s,\nelse %s).\n", config.Env, config.DefaultPath)
 	fmt.Fprintf(&b, "%s runs each of these too, by running %s.\n", wsl.HookName, wsl.CtlName)
 	return cli.Doc{
 		Prog:    progName,
