@@ -19,17 +19,18 @@ import (
 
 // apkFiles is what the apk installs, and nothing else: the deb's and rpm's
 // files without the systemd unit (Alpine runs OpenRC) and Debian's
-// copyright, changelog and lintian overrides; the license where Alpine
-// keeps them.
+// copyright, changelog and lintian overrides; the license and the zsh
+// completion where Alpine keeps them.
 var apkFiles = []string{
 	"etc/wsl-gpu-hook/config.toml",
 	"usr/bin/wsl-gpu-ctl", "usr/bin/wsl-gpu-hook", "usr/bin/wsl-gpu-runtime",
 	"usr/libexec/wsl-gpu-hook/nvidia-container-runtime-hook",
+	"usr/share/bash-completion/completions/wsl-gpu-ctl",
 	"usr/share/containers/oci/hooks.d/wsl-gpu-hook.json",
 	"usr/share/doc/wsl-gpu-hook/README.md", "usr/share/doc/wsl-gpu-hook/examples/docker-gpus-path.conf",
 	"usr/share/licenses/wsl-gpu-hook/LICENSE",
 	"usr/share/man/man1/wsl-gpu-ctl.1.gz", "usr/share/man/man1/wsl-gpu-hook.1.gz", "usr/share/man/man1/wsl-gpu-runtime.1.gz",
-	"usr/share/bash-completion/completions/wsl-gpu-ctl", "usr/share/zsh/site-functions/_wsl-gpu-ctl",
+	"usr/share/zsh/site-functions/_wsl-gpu-ctl",
 }
 
 // TestAPK reads the apk of each architecture as apk-tools would (Debian
