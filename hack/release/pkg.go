@@ -166,6 +166,9 @@ func load(config, format string, vars map[string]string) (*nfpm.Info, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s for %s: %w", config, format, err)
 	}
+	if err := expandGlobs(info); err != nil {
+		return nil, fmt.Errorf("%s: %w", config, err)
+	}
 	info = nfpm.WithDefaults(info)
 	if err := nfpm.Validate(info); err != nil {
 		return nil, fmt.Errorf("%s for %s: %w", config, format, err)
@@ -253,4 +256,34 @@ func writeChangelog(path, evr, packager, commit string, when time.Time) error {
 	yaml := fmt.Sprintf("- semver: %q\n  date: %s\n  packager: %q\n  changes:\n    - commit: %q\n      note: %q\n",
 		evr, when.Format(time.RFC3339), packager, commit, note)
 	return os.WriteFile(path, []byte(yaml), 0o644)
+}
+
+// expandGlobs turns a file entry whose source is a glob (docs/*.md) into
+// one entry per match under its destination directory, before markDocs
+// types them: nfpm expands globs only in entries of the plain file type,
+// so an rpm %doc entry would be opened by its pattern. Glob sorts, so the
+// packages stay reproducible.
+func expandGlobs(info *nfpm.Info) error {
+	var out files.Contents
+	for _, c := range info.Contents {
+		if (c.Type != "" && c.Type != files.TypeFile) || !strings.ContainsAny(c.Source, "*?[") {
+			out = append(out, c)
+			continue
+		}
+		matches, err := filepath.Glob(c.Source)
+		if err != nil || len(matches) == 0 {
+			return fmt.Errorf("%s matches no file (%v): fix the pattern", c.Source, err)
+		}
+		for _, m := range matches {
+			e := *c
+			e.Source, e.Destination = m, filepath.Join(c.Destination, filepath.Base(m))
+			if c.FileInfo != nil {
+				fi := *c.FileInfo
+				e.FileInfo = &fi
+			}
+			out = append(out, &e)
+		}
+	}
+	info.Contents = out
+	return nil
 }

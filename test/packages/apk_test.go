@@ -20,7 +20,8 @@ import (
 // apkFiles is what the apk installs, and nothing else: the deb's and rpm's
 // files without the systemd unit (Alpine runs OpenRC) and Debian's
 // copyright, changelog and lintian overrides; the license and the zsh
-// completion where Alpine keeps them.
+// completion where Alpine keeps them. docsFiles adds the pages the README
+// links.
 var apkFiles = []string{
 	"etc/wsl-gpu-hook/config.toml",
 	"usr/bin/wsl-gpu-ctl", "usr/bin/wsl-gpu-hook", "usr/bin/wsl-gpu-runtime",
@@ -102,8 +103,10 @@ func TestAPK(t *testing.T) {
 				}
 			}
 			sort.Strings(files)
-			if !slices.Equal(files, apkFiles) {
-				t.Errorf("the apk's files:\n%s\nwant:\n%s", strings.Join(files, "\n"), strings.Join(apkFiles, "\n"))
+			want := append(docsFiles(t, repo), apkFiles...)
+			sort.Strings(want)
+			if !slices.Equal(files, want) {
+				t.Errorf("the apk's files:\n%s\nwant:\n%s", strings.Join(files, "\n"), strings.Join(want, "\n"))
 			}
 			if m := entries["etc/wsl-gpu-hook/config.toml"].hdr.Mode; m != 0o644 {
 				t.Errorf("config.toml mode %o, want 644", m)
@@ -165,6 +168,21 @@ func readAPK(t *testing.T, path string) map[string]apkEntry {
 			t.Errorf("%s twice in the apk", name)
 		}
 		out[name] = apkEntry{hdr: h, data: data}
+	}
+	return out
+}
+
+// docsFiles are the pages every package ships beside the README, so that
+// its links resolve in /usr/share/doc: ARCHITECTURE.md and docs/*.md.
+func docsFiles(t *testing.T, repo string) []string {
+	t.Helper()
+	pages, err := filepath.Glob(filepath.Join(repo, "docs", "*.md"))
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("docs/*.md: %v, %d pages", err, len(pages))
+	}
+	out := []string{"usr/share/doc/wsl-gpu-hook/ARCHITECTURE.md"}
+	for _, p := range pages {
+		out = append(out, "usr/share/doc/wsl-gpu-hook/docs/"+filepath.Base(p))
 	}
 	return out
 }

@@ -67,7 +67,8 @@ func TestPackage(t *testing.T) {
 
 			out := o.chroot(t, nil, "apt-get", "install", "-y", "--no-install-recommends", "/tmp/"+filepath.Base(deb))
 			installed := o.snapshot(t)
-			checkInstalled(t, "postinst", out, before, installed, "usr/share/doc/wsl-gpu-hook/copyright", "usr/share/zsh/vendor-completions/_wsl-gpu-ctl")
+			checkInstalled(t, "postinst", out, before, installed, "usr/share/doc/wsl-gpu-hook/copyright", "usr/share/zsh/vendor-completions/_wsl-gpu-ctl",
+				"usr/share/doc/wsl-gpu-hook/docs/kubernetes.md", "usr/share/doc/wsl-gpu-hook/ARCHITECTURE.md")
 
 			// The simulated laptop inside the root: its files at
 			// /usr/lib/wsl, the simulator's node at /dev/dxg.

@@ -82,7 +82,7 @@ func rpmLifecycle(t *testing.T, o *overlay, steps []step, old, cur, host, dxgsim
 		switch {
 		case s.install:
 			out := o.rpm(t, nil, "-i", old)
-			checkInstalled(t, "%post", out, before, o.snapshot(t), "usr/share/licenses/wsl-gpu-hook/LICENSE", "usr/share/doc/wsl-gpu-hook/README.md",
+			checkInstalled(t, "%post", out, before, o.snapshot(t), "usr/share/licenses/wsl-gpu-hook/LICENSE", "usr/share/doc/wsl-gpu-hook/README.md", "usr/share/doc/wsl-gpu-hook/docs/kubernetes.md",
 				"usr/share/zsh/site-functions/_wsl-gpu-ctl")
 			if got := o.rpm(t, nil, "-q", "--qf", "[%{FILEFLAGS:fflags} %{FILENAMES}\n]", "wsl-gpu-hook"); !strings.Contains(got, "cn /etc/wsl-gpu-hook/config.toml\n") {
 				t.Errorf("config.toml is not %%config(noreplace):\n%s", got)
