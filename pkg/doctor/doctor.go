@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -124,6 +125,12 @@ type Options struct {
 	// Version returns the first line of `<path> --version` for an engine
 	// binary (a path under Root), or "" when unknown. Nil runs nothing.
 	Version func(path string) string
+	// Engine runs an engine's CLI (docker, podman) for the node checks:
+	// `ps`, `inspect` and an `exec` that lists files in a node. It returns
+	// the CLI's standard output, also when it fails; its error wraps
+	// exec.ErrNotFound when the CLI is not on PATH, and carries the CLI's
+	// standard error otherwise. Nil runs nothing (no engine is found).
+	Engine func(cli string, args ...string) ([]byte, error)
 	// Now is the clock, for "recent" log errors (default time.Now).
 	Now func() time.Time
 	// Euid is the effective uid, for the open check (default os.Geteuid).
@@ -168,6 +175,11 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Version == nil {
 		o.Version = func(string) string { return "" }
+	}
+	if o.Engine == nil {
+		o.Engine = func(cli string, _ ...string) ([]byte, error) {
+			return nil, fmt.Errorf("%s: %w", cli, exec.ErrNotFound)
+		}
 	}
 	if o.Now == nil {
 		o.Now = time.Now
