@@ -29,17 +29,34 @@
 //     that no longer exist;
 //   - the hook's log file: writable, and recent errors in it.
 //
+// [RunNodes] (`wsl-gpu-ctl doctor --k8s`) checks instead the Kubernetes
+// nodes that run as containers on this host: kind, minikube and k3d
+// nodes, found through the docker and podman CLIs by their tools' labels
+// (an engine not installed or not running is skipped; podman's are the
+// calling user's containers). For each node, running or stopped:
+//
+//   - /dev/dxg: privileged, passed as a device, or --gpus (the hook
+//     serves it);
+//   - /usr/lib/wsl: mounted read-only (kind's extraMounts), or, for a
+//     node started with --gpus, brought by the hook at start, which
+//     inspect cannot show: in a running node the files are looked for;
+//   - the chart: its hook copy and CDI spec at the chart's default
+//     hookDir and cdiDir (a running node only).
+//
 // # Paths
 //
 // Nothing is read at a fixed path: [Options] carries the GPU paths (from
 // the hook's configuration), a root prefix for engine configuration,
 // binaries and CDI dirs, the proc dir, and a prefix for the host paths CDI
 // specs name. Tests run every check unprivileged against temporary trees,
-// with the enumeration and the engines' version commands injected.
+// with the enumeration, the engines' version commands and the engine CLIs
+// of the node checks injected.
 //
 // # What it never does
 //
-// It changes nothing: no file is written, no daemon is asked anything
-// beyond `--version`, no container is started. It reports what it sees at
-// one moment; the hook re-checks everything on every container start.
+// It changes nothing: no file is written, no container is started. [Run]
+// asks no daemon anything beyond `--version`; [RunNodes] asks the engines
+// to list and inspect containers and runs `ls` in running nodes. It
+// reports what it sees at one moment; the hook re-checks everything on
+// every container start.
 package doctor
