@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/doctor"
 )
 
 func TestRunErrors(t *testing.T) {
@@ -30,6 +34,7 @@ func TestRunErrors(t *testing.T) {
 		{name: "cdi without generate", args: []string{"wsl-gpu-ctl", "--config", empty, "cdi", "list"}, want: `cdi: unknown verb "list": want generate`, isUsage: true},
 		{name: "cdi generate flags that exclude each other", args: []string{"wsl-gpu-ctl", "--config", empty, "cdi", "generate", "--dir", "/d", "--output", "-"}, want: "cdi generate: --dir and --output exclude each other", isUsage: true},
 		{name: "install names unknown engines before changing any", args: []string{"wsl-gpu-ctl", "--config", empty, "install", "--prefix", "/nonexistent", "docker", "dockr"}, want: `install: unknown engine "dockr" (docker, podman, containerd, cdi)`, isUsage: true},
+		{name: "doctor --k8s with --root", args: []string{"wsl-gpu-ctl", "--config", empty, "doctor", "--k8s", "--root", "/r"}, want: "doctor: --root is for the host checks; --k8s asks the engines: use one", isUsage: true},
 		{name: "install cdi choice", args: []string{"wsl-gpu-ctl", "--config", empty, "install", "cdi", "--nvidia-kind=mine"}, want: `install: --nvidia-kind "mine": want ours or skip`, isUsage: true},
 	}
 	for _, tt := range tests {
@@ -60,5 +65,33 @@ func TestInstallFindsTheHook(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(prefix); len(entries) != 0 {
 		t.Fatalf("install without a hook wrote %d entries under the prefix", len(entries))
+	}
+}
+
+// TestDoctorK8sEngines: doctor --k8s runs the engines' CLIs found on PATH
+// and hands their standard error to package doctor: a docker whose daemon
+// is down and no podman are both skipped, and the exit status is 0.
+func TestDoctorK8sEngines(t *testing.T) {
+	bin := t.TempDir()
+	docker := "#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(bin, "docker"), []byte(docker), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin)
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"wsl-gpu-ctl", "--config", "testdata/empty.toml", "doctor", "--k8s", "--json"}, strings.NewReader(""), &out, &out)
+	if err != nil {
+		t.Fatalf("doctor --k8s: %v\n%s", err, out.String())
+	}
+	var rep doctor.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("doctor --k8s --json: %v\n%s", err, out.String())
+	}
+	want := []doctor.Result{
+		{Check: "docker", Status: doctor.OK, Detail: "docker's daemon is not running (Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?): no node containers of it to check"},
+		{Check: "podman", Status: doctor.OK, Detail: "podman is not on PATH: no node containers of it to check"},
+	}
+	if !slices.Equal(rep.Results, want) {
+		t.Errorf("doctor --k8s:\n%+v\nwant\n%+v", rep.Results, want)
 	}
 }

@@ -52,7 +52,7 @@ _wsl_gpu_ctl() {
 	case $cmd in
 	'') flags='--config' words='info doctor cdi install uninstall top metrics version help' ;;
 	info) flags='--json --k8s' ;;
-	doctor) flags='--json --root' ;;
+	doctor) flags='--json --k8s --root' ;;
 	cdi)
 		if [[ -z $verb ]]; then
 			words='generate'
