@@ -1,9 +1,11 @@
 // Command kube is one test-only binary for a whole Kubernetes cluster on one
 // machine: kube-apiserver, kube-scheduler, kube-controller-manager, kubelet,
-// kubectl, etcd and helm, chosen by the name it runs under (a symlink) or by
-// its first argument (`kube kubectl get nodes`). One binary links the
-// packages the seven share once: about a third of the size of separate
-// binaries, in the same compile time. Built and cached by hack/kube/build.sh;
+// kube-proxy, kubeadm, kubectl, etcd and helm, chosen by the name it runs
+// under (a symlink) or by its first argument (`kube kubectl get nodes`). One
+// binary links the packages the nine share once: about a third of the size
+// of separate binaries, in the same compile time. kube-proxy and kubeadm are
+// for kind's node image (hack/kind), whose control-plane images are this
+// binary under each command's name. Built and cached by hack/kube/build.sh;
 // never shipped.
 package main
 
@@ -28,7 +30,10 @@ import (
 	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubeadm "k8s.io/kubernetes/cmd/kubeadm/app"
+	kubeadmerrors "k8s.io/kubernetes/cmd/kubeadm/app/util/errors"
 	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
@@ -37,6 +42,7 @@ var commands = map[string]func() *cobra.Command{
 	"kube-scheduler":          func() *cobra.Command { return scheduler.NewSchedulerCommand() },
 	"kube-controller-manager": controllermanager.NewControllerManagerCommand,
 	"kubelet":                 func() *cobra.Command { return kubelet.NewKubeletCommand(context.Background()) },
+	"kube-proxy":              proxy.NewProxyCommand,
 }
 
 func main() {
@@ -57,10 +63,13 @@ func main() {
 		return
 	case "helm":
 		os.Exit(helm())
+	case "kubeadm":
+		kubeadmerrors.HandleError(kubeadm.Run())
+		return
 	}
 	newCmd, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "kube: unknown command %q: kube-apiserver, kube-scheduler, kube-controller-manager, kubelet, kubectl, etcd or helm\n", name)
+		fmt.Fprintf(os.Stderr, "kube: unknown command %q: kube-apiserver, kube-scheduler, kube-controller-manager, kubelet, kube-proxy, kubeadm, kubectl, etcd or helm\n", name)
 		os.Exit(2)
 	}
 	os.Exit(cli.Run(newCmd()))
