@@ -7,7 +7,8 @@
 # runc       github.com/opencontainers/runc (cgo + libseccomp, tag seccomp)
 # containerd github.com/containerd/containerd/v2: containerd,
 #            containerd-shim-runc-v2 and ctr
-# dockerd    github.com/moby/moby/v2 cmd/dockerd (the Docker 29 daemon)
+# dockerd    github.com/moby/moby/v2 cmd/dockerd (the Docker 29 daemon) and
+#            cmd/docker-proxy (its userland proxy for published ports)
 #
 # Each lands in $CACHE/engines/<name>-<version>/bin. A build goes to a temp
 # dir renamed into place when complete, under a per-engine flock, so
@@ -81,7 +82,7 @@ build_dockerd() {
 	local pkg=github.com/moby/moby/v2
 	GOBIN=$BIN CGO_ENABLED=0 go install -trimpath -tags "netgo osusergo static_build nri_no_wasm" \
 		-ldflags "-s -w -X $pkg/dockerversion.Version=$DOCKER_VERSION -X $pkg/dockerversion.GitCommit=$MOBY_VERSION" \
-		"$pkg/cmd/dockerd@$MOBY_VERSION"
+		"$pkg/cmd/dockerd@$MOBY_VERSION" "$pkg/cmd/docker-proxy@$MOBY_VERSION"
 }
 
 [ $# -gt 0 ] || die "usage: build.sh runc|containerd|dockerd..."
@@ -89,7 +90,8 @@ for name in "$@"; do
 	case $name in
 	runc) build runc "$RUNC_VERSION" build_runc ;;
 	containerd) build containerd "$CONTAINERD_VERSION" build_containerd ;;
-	dockerd) build dockerd "$DOCKER_VERSION" build_dockerd ;;
+	# -2: with docker-proxy, which publishes kind's API server port.
+	dockerd) build dockerd "$DOCKER_VERSION-2" build_dockerd ;;
 	*) die "unknown engine $name: runc, containerd or dockerd" ;;
 	esac
 done
