@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Makes a Debian root with a suite's container engines, once, and prints its
-# path: hack/engines/root.sh trixie|bookworm
+# path: hack/engines/root.sh trixie|bookworm|kind-base
 #
-# The root lives in $CACHE/roots/<suite>. It is built in a temp dir and
+# kind-base is Debian 13 with the packages kind's base image installs
+# (sigs.k8s.io/kind images/base/Dockerfile), less the storage test tools
+# (nfs-common, open-iscsi, e2fsprogs): hack/kind/node-image.sh makes kind's
+# base image from it.
+#
+# The root lives in $CACHE/roots/<name>. It is built in a temp dir and
 # renamed into place only when complete, under a flock, so a half-built root
 # is never used; its .wsl-gpu-hook-packages stamp lists the suite and
 # packages it was made with, and a root whose stamp differs is rebuilt.
@@ -11,15 +16,22 @@
 # service is started (policy-rc.d says no).
 set -euo pipefail
 
-suite=${1:-}
-case $suite in
-trixie) pkgs="podman crun runc conmon catatonit uidmap docker.io docker-cli containerd mount util-linux" ;;
+name=${1:-}
+suite=$name
+case $name in
+# nftables and aardvark-dns: netavark runs nft for a podman network (kind's)
+# and starts aardvark-dns for its DNS.
+trixie) pkgs="podman crun runc conmon catatonit uidmap docker.io docker-cli containerd mount util-linux nftables aardvark-dns" ;;
 bookworm) pkgs="podman crun runc conmon catatonit uidmap docker.io containerd mount util-linux" ;;
-*) echo "usage: root.sh trixie|bookworm" >&2; exit 1 ;;
+kind-base)
+	suite=trixie
+	pkgs="systemd conntrack iptables nftables iproute2 ethtool util-linux mount kmod libseccomp2 pigz fuse-overlayfs bash ca-certificates curl jq procps"
+	;;
+*) echo "usage: root.sh trixie|bookworm|kind-base" >&2; exit 1 ;;
 esac
 
 CACHE=${E2E_CACHE:-/var/cache/wsl-gpu-hook-e2e}
-dest=$CACHE/roots/$suite
+dest=$CACHE/roots/$name
 stamp="suite=$suite packages=$pkgs"
 die() { echo "root: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "needs root (debootstrap)"
@@ -69,5 +81,5 @@ if [ -d "$dest" ]; then
 fi
 mv "$tmp" "$dest"
 trap - EXIT
-echo "root: made $suite in $((SECONDS - start))s" >&2
+echo "root: made $name in $((SECONDS - start))s" >&2
 echo "$dest"
