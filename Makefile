@@ -92,7 +92,7 @@ test: setup lint engines
 	@# containers half the time); make k8s's call waits on its lock.
 	@# Starting it before the engine builds gained nothing measurable: a
 	@# cold run is CPU-bound on 2 cores either way (59:58 against 59:04).
-	mkdir -p $(BIN) && { nice -n 5 ./hack/kube/build.sh kube cni prometheus >/dev/null 2>$(BIN)/kube-build.log & }
+	mkdir -p $(BIN) && { nice -n 5 sh -c './hack/kube/build.sh kube cni prometheus release kind && ./hack/engines/root.sh kind-base' >/dev/null 2>$(BIN)/kube-build.log & }
 	$(GO) test -count=1 -timeout 40m ./...
 	for m in $(TESTMODS); do (cd $$m && $(GO) test -count=1 -timeout 40m ./...) || exit 1; done
 	$(MAKE) test-arm64
@@ -103,8 +103,10 @@ test: setup lint engines
 ## of its own): API server, scheduler, controller manager, etcd, and nodes that each
 ## run a kubelet and containerd 2.4 on a simulated WSL host: TestK8s runs docs/kubernetes.md's
 ## block, the device plugin's and the DRA driver's suites on one 4-node cluster, and
-## TestTwoNodes the harness itself. The first run builds Kubernetes, etcd and helm
-## (hack/kube/build.sh) into the e2e cache.
+## TestTwoNodes the harness itself. TestKind runs kind v0.33 itself, through Docker 29
+## and through podman, with docs/kubernetes.md's kind and chart blocks. The first run
+## builds Kubernetes, etcd, helm and kind's tools (hack/kube/build.sh) and kind's node
+## image (hack/kind/node-image.sh) into the e2e cache.
 k8s:
 	cd test/k8s && $(GO) vet ./... && $(GO) test -count=1 -timeout 60m ./...
 

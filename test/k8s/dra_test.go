@@ -117,7 +117,7 @@ func (x tc) waitDevices(node string, want ...string) time.Duration {
 	x.Helper()
 	sort.Strings(want)
 	start := time.Now()
-	x.c.WaitFor(time.Minute, fmt.Sprintf("node %s publishing %v", node, want), func() bool {
+	x.c.Wait(x.T, time.Minute, fmt.Sprintf("node %s publishing %v", node, want), func() bool {
 		return strings.Join(x.draDevices(node), " ") == strings.Join(want, " ")
 	})
 	return time.Since(start)

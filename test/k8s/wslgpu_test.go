@@ -88,9 +88,17 @@ func checkCUDA(t *testing.T, out, folder string) {
 	}
 }
 
+// kube is what the checks need of a cluster: the harness's (cluster.Cluster)
+// or a kind cluster on a simulated WSL host (cluster.KindHost).
+type kube interface {
+	Kubectl(args ...string) (string, error)
+	Apply(manifest string)
+	Wait(t testing.TB, d time.Duration, what string, cond func() bool)
+}
+
 type tc struct {
 	*testing.T
-	c *cluster.Cluster
+	c kube
 }
 
 func (x tc) allocatable(node, resource string) string {

@@ -127,22 +127,28 @@ func script(root, path string, args ...string) (string, error) {
 
 // buildImages writes the pause and test image archives every node imports.
 func (c *Cluster) buildImages() error {
-	dir := filepath.Join(c.Dir, "images")
-	rootfs := filepath.Join(dir, "rootfs")
-	if err := testRootfs(rootfs, filepath.Join(c.Bins.Root, "hack/cudaprobe.c"), c.Bins.GPUWorker); err != nil {
+	test, err := WriteTestImage(c.Bins, filepath.Join(c.Dir, "images"))
+	if err != nil {
 		return err
 	}
-	pause := filepath.Join(dir, "pause.tar")
-	test := filepath.Join(dir, "test.tar")
+	pause := filepath.Join(c.Dir, "images", "pause.tar")
 	if _, err := run(c.Bins.OCIImage, "--out", pause, "--tag", PauseImage, "--add", c.Bins.Pause+":/pause:0755", "--entrypoint", "/pause"); err != nil {
-		return err
-	}
-	if _, err := run(c.Bins.OCIImage, "--out", test, "--tag", TestImage, "--dir", rootfs,
-		"--entrypoint", "/bin/sh", "--env", "PATH=/usr/local/bin:/bin"); err != nil {
 		return err
 	}
 	c.images = append([]string{pause, test}, c.opt.Images...)
 	return nil
+}
+
+// WriteTestImage writes TestImage's archive into dir and returns its path.
+// Its root stays in dir/rootfs, for WriteStandIn.
+func WriteTestImage(b Binaries, dir string) (string, error) {
+	if err := testRootfs(filepath.Join(dir, "rootfs"), filepath.Join(b.Root, "hack/cudaprobe.c"), b.GPUWorker); err != nil {
+		return "", err
+	}
+	test := filepath.Join(dir, "test.tar")
+	_, err := run(b.OCIImage, "--out", test, "--tag", TestImage, "--dir", filepath.Join(dir, "rootfs"),
+		"--entrypoint", "/bin/sh", "--env", "PATH=/usr/local/bin:/bin")
+	return test, err
 }
 
 // testRootfs lays out a minimal glibc image: busybox, the host's glibc (the

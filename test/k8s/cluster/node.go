@@ -233,25 +233,11 @@ func sysctlsAndCgroup(b *strings.Builder, dir, root string) {
 // mount table, where every other test's mount checks see it.
 func (n *Node) network() error {
 	c := n.c
-	holder, err := start("netns "+n.Spec.Name, "", nil, "unshare", "--net", "--", c.Bins.Pause)
+	holder, netns, err := newNetns(n.Spec.Name, c.Bins.Pause)
 	if err != nil {
 		return err
 	}
-	n.holder = holder
-	// unshare execs pause once the namespace exists: wait for it to differ
-	// from the host's.
-	host, _ := os.Readlink("/proc/self/ns/net")
-	n.netns = fmt.Sprintf("/proc/%d/ns/net", holder.Pid())
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if ns, err := os.Readlink(n.netns); err == nil && ns != host {
-			if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", holder.Pid())); exe == c.Bins.Pause {
-				break
-			}
-		}
-		if !holder.Running() || time.Now().After(deadline) {
-			return fmt.Errorf("node %s: no network namespace:\n%s", n.Spec.Name, holder.Log())
-		}
-	}
+	n.holder, n.netns = holder, netns
 	apiPort := c.Server[strings.LastIndex(c.Server, ":")+1:]
 	in := []string{"nsenter", "--net=" + n.netns, "--"}
 	for _, args := range [][]string{
@@ -269,6 +255,30 @@ func (n *Node) network() error {
 		}
 	}
 	return nil
+}
+
+// newNetns starts pause in a new network namespace, which lives as long as
+// the returned process, and returns it with the namespace's path.
+func newNetns(name, pause string) (*Proc, string, error) {
+	holder, err := start("netns "+name, "", nil, "unshare", "--net", "--", pause)
+	if err != nil {
+		return nil, "", err
+	}
+	// unshare execs pause once the namespace exists: wait for it to differ
+	// from the host's.
+	host, _ := os.Readlink("/proc/self/ns/net")
+	netns := fmt.Sprintf("/proc/%d/ns/net", holder.Pid())
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if ns, err := os.Readlink(netns); err == nil && ns != host {
+			if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", holder.Pid())); exe == pause {
+				return holder, netns, nil
+			}
+		}
+		if !holder.Running() || time.Now().After(deadline) {
+			holder.Stop(time.Second)
+			return nil, "", fmt.Errorf("node %s: no network namespace:\n%s", name, holder.Log())
+		}
+	}
 }
 
 // makeCgroups creates the node's cgroup root and its daemons' cgroup in
