@@ -149,18 +149,13 @@ func TestKind(t *testing.T) {
 			h.Apply(draPod("kind-claim", "resourceClaimTemplateName: nvidia"))
 			checkCUDA(t, x.waitChecks("kind-claim"), nvidiaFolder)
 
-			drivers := filepath.Join(h.HostTree, "usr/lib/wsl/drivers")
-			if err := os.Rename(filepath.Join(drivers, nvidiaFolder), filepath.Join(drivers, updated)); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(folders, []byte("1="+updated+"\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			updateNVIDIADriver(t, h.HostTree, folders)
 			h.Apply(pod("after-update", "nvidia.com/gpu", 1))
 			checkCUDA(t, x.waitChecks("after-update"), updated)
 			if out, _ := h.Kubectl("get", "pod", "kind-cuda", "-o", "jsonpath={.status.phase}"); out != "Running" {
 				t.Errorf("the pod started before the update is %q, want Running", out)
 			}
+			drivers := filepath.Join(h.HostTree, "usr/lib/wsl/drivers")
 			os.Rename(filepath.Join(drivers, updated), filepath.Join(drivers, nvidiaFolder))
 			os.Remove(folders)
 

@@ -75,6 +75,20 @@ func pod(name, resource string, n int) string {
 	return fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: %s}\nspec:\n  restartPolicy: Never\n%s", name, strings.TrimPrefix(spec, "    "))
 }
 
+// updateNVIDIADriver does on a simulated NVIDIA laptop what a Windows driver
+// update does: the driver store folder gets a new name (updated), and the
+// adapter reports it (dxgsim's --folder-file).
+func updateNVIDIADriver(t *testing.T, hostTree, folderFile string) {
+	t.Helper()
+	drivers := filepath.Join(hostTree, "usr/lib/wsl/drivers")
+	if err := os.Rename(filepath.Join(drivers, nvidiaFolder), filepath.Join(drivers, updated)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(folderFile, []byte("1="+updated+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // checkCUDA asserts what a user checks inside the container.
 func checkCUDA(t *testing.T, out, folder string) {
 	t.Helper()
@@ -435,14 +449,7 @@ func testWSLGPU(t *testing.T, e env) {
 	t.Run("Windows driver update under running pods", func(t *testing.T) {
 		c := c.For(t)
 		x := tc{t, c}
-		laptop := c.Node("laptop")
-		drivers := filepath.Join(laptop.HostTree, "usr/lib/wsl/drivers")
-		if err := os.Rename(filepath.Join(drivers, nvidiaFolder), filepath.Join(drivers, updated)); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(folders, []byte("1="+updated+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		updateNVIDIADriver(t, c.Node("laptop").HostTree, folders)
 		c.Apply(pod("after-update", "nvidia.com/gpu", 1))
 		checkCUDA(t, x.waitChecks("after-update"), updated)
 		if got := strings.Count(state(), " Running "); got != 1 {

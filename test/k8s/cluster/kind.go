@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -454,15 +453,7 @@ func (h *KindHost) Stop(t testing.TB) {
 	}
 	h.stopped = true
 	if h.engine != nil {
-		h.engine.cmd.Process.Signal(syscall.SIGTERM) // dxgsim passes it on
-		select {
-		case <-h.engine.done:
-		case <-time.After(30 * time.Second):
-		}
-		h.engine.Stop(5 * time.Second)
-		if strings.Contains(h.engine.Log(), "dxgsim: misuse") {
-			t.Errorf("kind host %s: dxgsim saw misuse:\n%s", h.Spec.Name, tail(h.engine.Log(), 10))
-		}
+		stopUnderDxgsim(t, h.engine, "kind host "+h.Spec.Name)
 	}
 	if h.n.holder != nil {
 		h.n.stop()

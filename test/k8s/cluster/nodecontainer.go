@@ -434,12 +434,7 @@ func (cn *ContainerNode) Stop(t testing.TB) {
 		}
 	}
 	if cn.engine != nil {
-		cn.engine.cmd.Process.Signal(syscall.SIGTERM) // dxgsim passes it on
-		select {
-		case <-cn.engine.done:
-		case <-time.After(30 * time.Second):
-		}
-		cn.engine.Stop(5 * time.Second)
+		stopUnderDxgsim(t, cn.engine, "container node "+cn.Spec.Name)
 		// The cluster's waits fail when one of its processes exits.
 		for i, p := range cn.c.procs {
 			if p == cn.engine {
@@ -447,9 +442,20 @@ func (cn *ContainerNode) Stop(t testing.TB) {
 				break
 			}
 		}
-		if strings.Contains(cn.engine.Log(), "dxgsim: misuse") {
-			t.Errorf("container node %s: dxgsim saw misuse:\n%s", cn.Spec.Name, tail(cn.engine.Log(), 10))
-		}
 	}
 	cn.n.stop()
+}
+
+// stopUnderDxgsim stops an engine started under dxgsim, which passes
+// SIGTERM on, and fails t if dxgsim saw protocol misuse.
+func stopUnderDxgsim(t testing.TB, p *Proc, what string) {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+	}
+	p.Stop(5 * time.Second)
+	if strings.Contains(p.Log(), "dxgsim: misuse") {
+		t.Errorf("%s: dxgsim saw misuse:\n%s", what, tail(p.Log(), 10))
+	}
 }
