@@ -11,9 +11,9 @@
 # renamed into place only when complete, under a flock, so a half-built root
 # is never used; its .wsl-gpu-hook-packages stamp lists the suite and
 # packages it was made with, and a root whose stamp differs is rebuilt.
-# debootstrap --variant=minbase, then apt-get install inside it, run in a
-# private mount namespace so /proc and /dev mounts vanish with it; no
-# service is started (policy-rc.d says no).
+# debootstrap --variant=minbase, then apt-get install inside it, each run in
+# a private mount namespace so /proc and /dev mounts vanish with it and
+# never show on the host; no service is started (policy-rc.d says no).
 set -euo pipefail
 
 name=${1:-}
@@ -54,7 +54,10 @@ chmod 755 "$tmp" # a root file system's / is readable by all (mktemp makes 0700)
 trap 'rm -rf --one-file-system "$tmp"' EXIT
 start=$SECONDS
 log=$tmp.log
-if ! debootstrap --variant=minbase "$suite" "$tmp" "$mirror" >"$log" 2>&1; then
+# In a private mount namespace: debootstrap mounts /proc and more in the
+# target while it runs, which other tests' checks of the host's mount table
+# would see.
+if ! unshare --mount --propagation private debootstrap --variant=minbase "$suite" "$tmp" "$mirror" >"$log" 2>&1; then
 	tail -20 "$log" >&2
 	die "debootstrap $suite from $mirror failed"
 fi

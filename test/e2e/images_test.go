@@ -43,7 +43,9 @@ func debianImage(cache string) (string, error) {
 	}
 	defer os.RemoveAll(work)
 	root := filepath.Join(work, "root")
-	cmd := exec.Command("debootstrap", "--variant=minbase", "bookworm", root, mirror)
+	// In a private mount namespace: debootstrap mounts /proc in root while
+	// it runs, which the tests' checks of the host's mount table would see.
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "debootstrap", "--variant=minbase", "bookworm", root, mirror)
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("debootstrap bookworm from %s: %w\n%s", mirror, err, tail(msg, 20))
 	}
