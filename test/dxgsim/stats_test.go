@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +98,10 @@ func TestTopShowsTheModelledLoad(t *testing.T) {
 
 func TestTopOnOldKernels(t *testing.T) {
 	tl, ctl, worker, cfg, dev := statsTools(t)
+	// The dGPU's compute figure as top prints it: the model's 75% within
+	// the half point TestTop allows (a loaded 2-core CI machine printed
+	// 74.9%).
+	modelCompute := regexp.MustCompile(`\b7(4\.[5-9]|5\.[0-5])%`)
 	tests := []struct {
 		fault string
 		check func(t *testing.T, r runResult)
@@ -111,12 +116,12 @@ func TestTopOnOldKernels(t *testing.T) {
 			// A counter going backwards: one warning per engine, no
 			// figure, no crash; memory still shown.
 			if r.code != 0 || !strings.Contains(r.stdout, "warning: GPU 1 engine Compute_0: running time went backwards by") ||
-				!strings.Contains(r.stdout, "2.3 GiB / 6 GiB local") || strings.Contains(r.stdout, "75.0%") {
+				!strings.Contains(r.stdout, "2.3 GiB / 6 GiB local") || modelCompute.MatchString(r.stdout) {
 				t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 			}
 		}},
 		{"no-stats-pid", func(t *testing.T, r runResult) {
-			if r.code != 0 || !strings.Contains(r.stdout, "note: 1 GPU processes not counted: 1 the WSL kernel cannot attribute") || !strings.Contains(r.stdout, "75.0%") {
+			if r.code != 0 || !strings.Contains(r.stdout, "note: 1 GPU processes not counted: 1 the WSL kernel cannot attribute") || !modelCompute.MatchString(r.stdout) {
 				t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 			}
 		}},
