@@ -6,7 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"path/filepath"
+	"time"
 
 	cdi "tags.cncf.io/container-device-interface/specs-go"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/nodesetup"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
 
@@ -125,4 +129,76 @@ func cdiHost(cfg config.Config) (cdiinstall.Host, error) {
 		fmt.Fprintf(os.Stderr, "wsl-gpu-hook: cdi generate: %s\n", m)
 	}
 	return cdiinstall.Host{Inventory: h.Inventory, Device: node, LibDir: cfg.LibDir, Stack: stack}, nil
+}
+
+func cdiKeepCommand() command {
+	return command{name: "keep",
+		summary: "Keep the hook and the CDI specs in a directory current until stopped.\nWhat Docker Desktop's agent container runs (install docker-desktop):\nthe hook is copied into --hook-dir, the specs name it; --remove takes away\nwhat it recorded writing.",
+		define: func(fs *flag.FlagSet) runFunc {
+			var f keepFlags
+			fs.StringVar(&f.hookDir, "hook-dir", "", "`DIR` the hook and wsl-gpu-ctl are copied into; the specs name the hook there (required)")
+			fs.StringVar(&f.dir, "dir", cdiinstall.SystemRunDir, "CDI spec `DIR` to keep current")
+			fs.DurationVar(&f.interval, "interval", 30*time.Second, "look at the adapters again this often")
+			fs.BoolVar(&f.once, "once", false, "set up once and exit: the exit status says whether it worked")
+			fs.BoolVar(&f.remove, "remove", false, "remove what an earlier keep recorded writing, and exit")
+			return func(ctx context.Context, e env, _ []string) error {
+				if f.hookDir == "" || !filepath.IsAbs(f.hookDir) || !filepath.IsAbs(f.dir) {
+					return cli.CmdUsagef("cdi keep", "--hook-dir and --dir take absolute paths")
+				}
+				if f.once && f.remove {
+					return cli.CmdUsagef("cdi keep", "--once and --remove: use one")
+				}
+				if f.interval < time.Second {
+					return cli.CmdUsagef("cdi keep", "--interval must be at least 1s")
+				}
+				return runKeep(ctx, f, e.stdout, e.stderr)
+			}
+		}}
+}
+
+type keepFlags struct {
+	hookDir, dir string
+	interval     time.Duration
+	once, remove bool
+}
+
+// runKeep is `cdi keep`: package nodesetup's loop, with this container's
+// / as the node's (the engine binds the hook dir and the spec dir in at
+// the paths they have in the engine).
+func runKeep(ctx context.Context, f keepFlags, stdout, stderr io.Writer) error {
+	hook, err := hookPath()
+	if err != nil {
+		return fmt.Errorf("cdi keep: %w", err)
+	}
+	ctl, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("cdi keep: %w", err)
+	}
+	s := nodesetup.Setup{Root: "/", HookDir: f.hookDir, CDIDir: f.dir, Binaries: []string{hook, ctl}}
+	switch {
+	case f.remove:
+		removed, err := s.Remove()
+		for _, r := range removed {
+			fmt.Fprintln(stdout, r)
+		}
+		if err != nil {
+			return fmt.Errorf("cdi keep --remove: %w", err)
+		}
+		return nil
+	case f.once:
+		changed, err := s.Apply()
+		for _, c := range changed {
+			fmt.Fprintln(stdout, c)
+		}
+		if err != nil {
+			return fmt.Errorf("cdi keep: %w", err)
+		}
+		fmt.Fprintf(stdout, "the CDI specs in %s are current\n", f.dir)
+		return nil
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log.Info("keeping the hook and the CDI specs current", "hook-dir", f.hookDir, "dir", f.dir, "interval", f.interval)
+	s.Keep(ctx, f.interval, log)
+	log.Info("stopping; the specs and the hook stay (uninstall removes them)")
+	return nil
 }

@@ -50,7 +50,7 @@ func commands() []command {
 	return []command{
 		infoCommand(),
 		doctorCommand(),
-		{name: "cdi", summary: "Write the CDI specs for this host's adapters.", sub: []command{cdiGenerateCommand()}},
+		{name: "cdi", summary: "Write the CDI specs for this host's adapters.", sub: []command{cdiGenerateCommand(), cdiKeepCommand()}},
 		installCommand(false),
 		installCommand(true),
 		topCommand(),

@@ -62,7 +62,7 @@ func runDoctor(ctx context.Context, cfg config.Config, f doctorFlags, stdout io.
 	}
 	var rep *doctor.Report
 	if f.k8s {
-		o.Engine = func(cli string, args ...string) ([]byte, error) { return engineCLI(ctx, cli, args...) }
+		o.Engine = func(cli string, args ...string) ([]byte, error) { return engineCLI(ctx, 20*time.Second, cli, args...) }
 		rep = doctor.RunNodes(o)
 	} else {
 		rep = doctor.Run(o)
@@ -109,12 +109,12 @@ func engineVersion(path string) string {
 // engineVersion is. It returns standard output also on failure (inspect
 // prints the containers it found beside one that is gone), and an error
 // that reads as the first line of standard error.
-func engineCLI(ctx context.Context, cli string, args ...string) ([]byte, error) {
+func engineCLI(ctx context.Context, timeout time.Duration, cli string, args ...string) ([]byte, error) {
 	path, err := exec.LookPath(cli)
 	if err != nil {
 		return nil, err // wraps exec.ErrNotFound
 	}
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var stderr bytes.Buffer
 	c := exec.CommandContext(ctx, path, args...)

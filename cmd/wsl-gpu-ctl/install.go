@@ -11,11 +11,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiinstall"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/desktop"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/install"
 )
 
@@ -25,6 +27,7 @@ var engineWords = []word{
 	{"podman", "the hooks.d file (podman, CRI-O): containers with the request annotation get GPUs"},
 	{"containerd", "the runtime handler wsl-gpu in config.toml, for Kubernetes RuntimeClasses"},
 	{"cdi", "the CDI specs and the unit that refreshes them at boot (--user: this user's)"},
+	{"docker-desktop", "Docker Desktop's engine, through the docker CLI: a restart-always container keeps the CDI specs and the hook on its data disk"},
 }
 
 func installCommand(uninstall bool) command {
@@ -41,8 +44,10 @@ func installCommand(uninstall bool) command {
 		fs.BoolVar(&f.cdi.user, "user", false, "cdi: write the specs and a systemd --user unit for this user's rootless engines ($XDG_CONFIG_HOME/cdi)")
 		fs.StringVar(&f.cdi.nvidia, "nvidia-kind", "", "cdi: the `CHOICE` when another spec defines nvidia.com/gpu: ours (move it aside) or skip (write only our kind)")
 		fs.StringVar(&f.cdi.amd, "amd-kind", "", "cdi: the `CHOICE` when another spec defines amd.com/gpu: ours or skip")
-		return func(_ context.Context, e env, engines []string) error {
-			return runInstall(e.cfg, f, engines, e.stdout, uninstall)
+		fs.StringVar(&f.desktop.image, "image", defaultImage(), "docker-desktop: the project's `IMAGE`, loaded into Docker Desktop's engine")
+		fs.StringVar(&f.desktop.cdiDir, "cdi-dir", "", "docker-desktop: the engine's CDI spec `DIR` to write (default: its /var/run/cdi)")
+		return func(ctx context.Context, e env, engines []string) error {
+			return runInstall(ctx, e.cfg, f, engines, e.stdout, uninstall)
 		}
 	}
 	return c
@@ -53,21 +58,38 @@ type installFlags struct {
 	dryRun       bool
 	prefix, hook string
 	cdi          cdiFlags
+	desktop      struct{ image, cdiDir string }
 }
 
-func runInstall(cfg config.Config, f installFlags, engines []string, stdout io.Writer, uninstall bool) error {
+// defaultImage is the image `make image` tags and the release ships for
+// this version.
+func defaultImage() string { return "localhost/wsl-gpu-hook:" + version }
+
+func runInstall(ctx context.Context, cfg config.Config, f installFlags, engines []string, stdout io.Writer, uninstall bool) error {
 	verb := "install"
 	if uninstall {
 		verb = "uninstall"
 	}
 	if len(engines) == 0 {
-		return cli.CmdUsagef(verb, "name an engine: docker, podman, containerd or cdi")
+		return cli.CmdUsagef(verb, "name an engine: docker, podman, containerd, cdi or docker-desktop")
 	}
 	// Every name is checked before any engine is changed.
 	for _, engine := range engines {
 		if !slices.ContainsFunc(engineWords, func(w word) bool { return w.name == engine }) {
-			return cli.CmdUsagef(verb, "unknown engine %q (docker, podman, containerd, cdi)", engine)
+			return cli.CmdUsagef(verb, "unknown engine %q (docker, podman, containerd, cdi, docker-desktop)", engine)
 		}
+	}
+	// Docker Desktop's engine is reached through the docker CLI only:
+	// nothing of this distro's configuration changes.
+	if i := slices.Index(engines, "docker-desktop"); i >= 0 {
+		if len(engines) > 1 {
+			return cli.CmdUsagef(verb, "docker-desktop goes alone: it changes nothing in this distro")
+		}
+		s := desktop.Setup{Docker: dockerCLI, Image: f.desktop.image, CDIDir: f.desktop.cdiDir, Out: stdout, DryRun: f.dryRun}
+		if uninstall {
+			return s.Uninstall(ctx)
+		}
+		return s.Install(ctx)
 	}
 	if err := f.cdi.readKinds(verb); err != nil {
 		return err
@@ -188,4 +210,13 @@ func (c *cdiFlags) readKinds(verb string) error {
 		c.kinds[kind] = choice
 	}
 	return nil
+}
+
+// dockerCLI runs the docker CLI on PATH for install docker-desktop: its
+// standard output, and its first line of standard error as the error.
+// Each call starts at most one short container (the agent's --once), so
+// two minutes bound a wedged engine without cutting a slow start.
+func dockerCLI(ctx context.Context, args ...string) (string, error) {
+	out, err := engineCLI(ctx, 2*time.Minute, "docker", args...)
+	return string(out), err
 }

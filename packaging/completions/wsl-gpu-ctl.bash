@@ -31,7 +31,7 @@ _wsl_gpu_ctl() {
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return
 		;;
-	--root | --dir | --prefix)
+	--root | --dir | --prefix | --hook-dir | --cdi-dir)
 		COMPREPLY=($(compgen -d -- "$cur"))
 		return
 		;;
@@ -43,7 +43,7 @@ _wsl_gpu_ctl() {
 		COMPREPLY=($(compgen -W 'ours skip' -- "$cur"))
 		return
 		;;
-	--interval | --listen)
+	--interval | --listen | --image)
 		return
 		;;
 	esac
@@ -55,14 +55,16 @@ _wsl_gpu_ctl() {
 	doctor) flags='--json --k8s --root' ;;
 	cdi)
 		if [[ -z $verb ]]; then
-			words='generate'
+			words='generate keep'
+		elif [[ $verb == keep ]]; then
+			flags='--dir --hook-dir --interval --once --remove'
 		else
 			flags='--dir --hook --kind --output --skip-kind'
 		fi
 		;;
 	install | uninstall)
-		flags='--amd-kind --dry-run --hook --nvidia-kind --prefix --user'
-		words='docker podman containerd cdi'
+		flags='--amd-kind --cdi-dir --dry-run --hook --image --nvidia-kind --prefix --user'
+		words='docker podman containerd cdi docker-desktop'
 		;;
 	top) flags='--interval --json --once' ;;
 	metrics) flags='--interval --listen --web-config-file' ;;
