@@ -60,9 +60,12 @@ func runDoctor(ctx context.Context, cfg config.Config, f doctorFlags, stdout io.
 	if f.root == "" {
 		o.Version = engineVersion
 	}
+	if f.root == "" {
+		// The engines the CLIs reach: kind's nodes, Docker Desktop's.
+		o.Engine = func(cli string, args ...string) ([]byte, error) { return engineCLI(ctx, 20*time.Second, cli, args...) }
+	}
 	var rep *doctor.Report
 	if f.k8s {
-		o.Engine = func(cli string, args ...string) ([]byte, error) { return engineCLI(ctx, 20*time.Second, cli, args...) }
 		rep = doctor.RunNodes(o)
 	} else {
 		rep = doctor.Run(o)

@@ -125,8 +125,9 @@ type Options struct {
 	// Version returns the first line of `<path> --version` for an engine
 	// binary (a path under Root), or "" when unknown. Nil runs nothing.
 	Version func(path string) string
-	// Engine runs an engine's CLI (docker, podman) for the node checks:
-	// `ps`, `inspect` and an `exec` that lists files in a node. It returns
+	// Engine runs an engine's CLI (docker, podman): for the node checks
+	// `ps`, `inspect` and an `exec` that lists files in a node; for the
+	// host's, `docker info` and `inspect` of Docker Desktop's agent. It returns
 	// the CLI's standard output, also when it fails; its error wraps
 	// exec.ErrNotFound when the CLI is not on PATH, and carries the CLI's
 	// standard error otherwise. Nil runs nothing (no engine is found).
@@ -226,6 +227,7 @@ func Run(opt Options) *Report {
 	checkGPU(o, r)
 	specs := checkCDI(o, r)
 	checkDocker(o, r, specs)
+	checkDockerDesktop(o, r)
 	checkPodman(o, r, specs)
 	checkContainerd(o, r)
 	checkLog(o, r)
