@@ -137,19 +137,23 @@ type Options struct {
 
 // agentArgs are the `docker run` arguments the agent runs with, before
 // the image: the least it needs. It reads /dev/dxg and the lib dir to
-// enumerate the adapters, writes only the spec dir and the volume, runs as
-// root only to write those root-owned directories, with no capability, no
-// network and a read-only root.
-func (o Options) agentArgs() []string {
-	return []string{
+// enumerate the adapters (gpu), writes only the spec dir and the volume,
+// runs as root only to write those root-owned directories, with no
+// capability, no network and a read-only root. Removing needs no GPU, so
+// an engine that lost its /dev/dxg can still be cleaned.
+func (o Options) agentArgs(gpu bool) []string {
+	args := []string{
 		"--user", "0:0", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-		"--network", "none", "--read-only", "--tmpfs", "/run",
-		"--device", wsl.Device,
-		"-v", wsl.Dir + ":" + wsl.Dir + ":ro",
-		"-v", o.CDIDir + ":" + o.CDIDir,
-		"-v", Name + ":" + o.HookDir,
-		"--entrypoint", "/usr/bin/" + wsl.CtlName,
+		"--network", "none", "--read-only", "--tmpfs", "/run", "--tmpfs", "/tmp",
 	}
+	if gpu {
+		args = append(args, "--device", wsl.Device, "-v", wsl.Dir+":"+wsl.Dir+":ro")
+	}
+	return append(args,
+		"-v", o.CDIDir+":"+o.CDIDir,
+		"-v", Name+":"+o.HookDir,
+		"--entrypoint", "/usr/bin/"+wsl.CtlName,
+	)
 }
 
 // keepArgs are `wsl-gpu-ctl cdi keep`'s arguments for the agent.
@@ -163,9 +167,9 @@ func (o Options) keepArgs(extra ...string) []string {
 func Install(o Options) [][]string {
 	return [][]string{
 		{"volume", "create", "--label", RoleLabel + "=" + RoleVolume, Name},
-		slices.Concat([]string{"run", "--rm", "--label", RoleLabel + "=" + RoleAgent + "-once"}, o.agentArgs(), o.keepArgs("--once")),
+		slices.Concat([]string{"run", "--rm", "--label", RoleLabel + "=" + RoleAgent + "-once"}, o.agentArgs(true), o.keepArgs("--once")),
 		slices.Concat([]string{"run", "-d", "--name", Name, "--restart", "always", "--label", RoleLabel + "=" + RoleAgent},
-			o.agentArgs(), o.keepArgs()),
+			o.agentArgs(true), o.keepArgs()),
 	}
 }
 
@@ -173,7 +177,7 @@ func Install(o Options) [][]string {
 // gone: the image once to remove what the agent wrote, then the volume.
 func Uninstall(o Options) [][]string {
 	return [][]string{
-		slices.Concat([]string{"run", "--rm", "--label", RoleLabel + "=" + RoleAgent + "-remove"}, o.agentArgs(), o.keepArgs("--remove")),
+		slices.Concat([]string{"run", "--rm", "--label", RoleLabel + "=" + RoleAgent + "-remove"}, o.agentArgs(false), o.keepArgs("--remove")),
 		{"volume", "rm", Name},
 	}
 }

@@ -83,7 +83,7 @@ func TestInstallCommands(t *testing.T) {
 	for _, c := range Install(o) {
 		lines = append(lines, Quote(c))
 	}
-	agent := "--user 0:0 --cap-drop ALL --security-opt no-new-privileges --network none --read-only --tmpfs /run --device /dev/dxg " +
+	agent := "--user 0:0 --cap-drop ALL --security-opt no-new-privileges --network none --read-only --tmpfs /run --tmpfs /tmp --device /dev/dxg " +
 		"-v /usr/lib/wsl:/usr/lib/wsl:ro -v /var/run/cdi:/var/run/cdi -v wsl-gpu-hook:/var/lib/docker/volumes/wsl-gpu-hook/_data " +
 		"--entrypoint /usr/bin/wsl-gpu-ctl localhost/wsl-gpu-hook:v1 cdi keep --hook-dir /var/lib/docker/volumes/wsl-gpu-hook/_data --dir /var/run/cdi"
 	want := []string{
@@ -150,8 +150,9 @@ func TestSetup(t *testing.T) {
 			"info": info, "image inspect": "sha256:1", "container inspect": "!No such container", "volume inspect --format {{index": "!No such volume",
 			"volume create": "wsl-gpu-hook", "volume inspect --format {{.Mountpoint}}": mp,
 			"run --rm": `!docker: Error response from daemon: error gathering device information while adding custom device "/dev/dxg": no such file or directory.`},
-			wantErr:   "Docker Desktop's engine has no /dev/dxg: WSL gives its VM no GPU: check that /dev/dxg exists in your own distro",
-			wantCalls: []string{"volume create", "run --rm"}},
+			wantErr: "Docker Desktop's engine has no /dev/dxg: WSL gives its VM no GPU: check that /dev/dxg exists in your own distro",
+			// The refused install takes back what it made.
+			wantCalls: []string{"volume create", "run --rm", "run --rm", "volume rm"}},
 		{name: "no engine", answers: map[string]string{"info": "!Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"},
 			wantErr: "docker info: Cannot connect to the Docker daemon"},
 		{name: "uninstall", uninstall: true, answers: map[string]string{

@@ -62,11 +62,13 @@ func (s Setup) Install(ctx context.Context) error {
 		return &Error{Msg: fmt.Sprintf("the image %s is not in Docker Desktop's engine", s.Image),
 			Fix: "load it first (docker load -i wsl-gpu-hook-image.tar, from the release), or name another with --image"}
 	}
-	if role, ok := s.label(ctx, "container"); ok && role != RoleAgent {
+	role, hasAgent := s.label(ctx, "container")
+	if hasAgent && role != RoleAgent {
 		return &Error{Msg: fmt.Sprintf("a container named %s exists that install did not make", Name),
 			Fix: "rename or remove it (docker rm), then install again"}
 	}
-	if role, ok := s.label(ctx, "volume"); ok && role != RoleVolume {
+	vrole, hadVolume := s.label(ctx, "volume")
+	if hadVolume && vrole != RoleVolume {
 		return &Error{Msg: fmt.Sprintf("a volume named %s exists that install did not make", Name),
 			Fix: "rename or remove it (docker volume rm), then install again"}
 	}
@@ -88,7 +90,7 @@ func (s Setup) Install(ctx context.Context) error {
 		o.HookDir = mp
 		cmds = Install(o)
 	}
-	if _, ok := s.label(ctx, "container"); ok {
+	if hasAgent {
 		if _, err := s.Docker(ctx, "rm", "-f", Name); err != nil {
 			return fmt.Errorf("replace the agent: docker rm: %w", err)
 		}
@@ -96,6 +98,13 @@ func (s Setup) Install(ctx context.Context) error {
 	}
 	out, err := s.Docker(ctx, cmds[1]...)
 	if err != nil {
+		// A refused install leaves the engine as it was: what the run
+		// wrote, and the volume it made, go again.
+		if !hadVolume {
+			undo := Uninstall(o)
+			s.Docker(ctx, undo[0]...)
+			s.Docker(ctx, undo[1]...)
+		}
 		return agentError(err)
 	}
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {

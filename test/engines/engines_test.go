@@ -41,6 +41,19 @@ type env struct {
 	hostDir string
 }
 
+// TestMain removes what the tests built once for all of them (the
+// shared env, the Docker Desktop image): a run leaves nothing in /tmp.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared != nil {
+		os.RemoveAll(shared.dir)
+	}
+	if desktopOnce.dir != "" {
+		os.RemoveAll(desktopOnce.dir)
+	}
+	os.Exit(code)
+}
+
 var (
 	setupOnce sync.Once
 	shared    *env

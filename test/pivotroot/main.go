@@ -28,17 +28,19 @@ func (b *bindList) Set(v string) error { *b = append(*b, v); return nil }
 func main() {
 	var root, scratch string
 	var binds bindList
-	var cgroup2 bool
+	var o options
 	fs := flag.NewFlagSet("pivotroot", flag.ContinueOnError)
-	fs.StringVar(&root, "root", "", "root file system `DIR` (read, never written)")
+	fs.StringVar(&root, "root", "", "root file system `DIR` (read, never written); DIR:DIR... stacks them, the first on top")
 	fs.StringVar(&scratch, "scratch", "", "`DIR` for the overlay's upper layer")
-	fs.Var(&binds, "bind", "host `PATH` shown at the same path inside (repeatable)")
-	fs.BoolVar(&cgroup2, "cgroup2", false, "mount cgroup2 alone at /sys/fs/cgroup")
+	fs.Var(&binds, "bind", "host `PATH` shown at the same path inside, or SRC:DST (repeatable)")
+	fs.BoolVar(&o.cgroup2, "cgroup2", false, "mount cgroup2 alone at /sys/fs/cgroup")
+	fs.BoolVar(&o.tmpfsUpper, "tmpfs-upper", false, "keep the overlay's upper layer in a tmpfs: what the command writes to its root is gone when it exits")
+	fs.BoolVar(&o.privateTmp, "private-tmp", false, "a tmpfs on /tmp instead of the host's /tmp")
 	if err := fs.Parse(os.Args[1:]); err != nil || fs.NArg() == 0 || root == "" || scratch == "" {
-		fmt.Fprintln(os.Stderr, "usage: pivotroot --root DIR --scratch DIR [--bind PATH]... [--cgroup2] -- CMD ARGS...")
+		fmt.Fprintln(os.Stderr, "usage: pivotroot --root DIR[:DIR]... --scratch DIR [--bind PATH|SRC:DST]... [--cgroup2] [--tmpfs-upper] [--private-tmp] -- CMD ARGS...")
 		os.Exit(125)
 	}
-	if err := enter(root, scratch, binds, cgroup2); err != nil {
+	if err := enter(root, scratch, binds, o); err != nil {
 		fmt.Fprintf(os.Stderr, "pivotroot: %v\n", err)
 		os.Exit(125)
 	}
@@ -52,12 +54,26 @@ func main() {
 	os.Exit(126)
 }
 
-func enter(root, scratch string, binds []string, cgroup2 bool) error {
+// options are the flags beyond the root, the scratch dir and the binds.
+type options struct {
+	cgroup2, tmpfsUpper, privateTmp bool
+}
+
+func enter(root, scratch string, binds []string, o options) error {
 	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
 		return fmt.Errorf("unshare: %w", err)
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make / private: %w", err)
+	}
+	if o.tmpfsUpper {
+		// In this namespace only: the upper layer dies with it.
+		if err := os.MkdirAll(scratch, 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount("tmpfs", scratch, "tmpfs", 0, "mode=0755"); err != nil {
+			return fmt.Errorf("tmpfs on %s: %w", scratch, err)
+		}
 	}
 	upper, work, newRoot := filepath.Join(scratch, "upper"), filepath.Join(scratch, "work"), filepath.Join(scratch, "root")
 	for _, d := range []string{upper, work, newRoot} {
@@ -80,11 +96,18 @@ func enter(root, scratch string, binds []string, cgroup2 bool) error {
 		{"/tmp", "/tmp", "", unix.MS_BIND | unix.MS_REC},
 		{"tmpfs", "/run", "tmpfs", 0},
 	}
+	if o.privateTmp {
+		mounts[3] = m{"tmpfs", "/tmp", "tmpfs", 0}
+	}
 	if _, err := os.Stat("/usr/lib/wsl"); err == nil {
 		mounts = append(mounts, m{"/usr/lib/wsl", "/usr/lib/wsl", "", unix.MS_BIND | unix.MS_REC})
 	}
 	for _, b := range binds {
-		mounts = append(mounts, m{b, b, "", unix.MS_BIND | unix.MS_REC})
+		src, dst, ok := strings.Cut(b, ":")
+		if !ok {
+			dst = src
+		}
+		mounts = append(mounts, m{src, dst, "", unix.MS_BIND | unix.MS_REC})
 	}
 	for _, mt := range mounts {
 		dst := filepath.Join(newRoot, mt.dst)
@@ -95,7 +118,7 @@ func enter(root, scratch string, binds []string, cgroup2 bool) error {
 			return fmt.Errorf("mount %s on %s: %w", mt.src, dst, err)
 		}
 	}
-	if cgroup2 {
+	if o.cgroup2 {
 		cg := filepath.Join(newRoot, "sys/fs/cgroup")
 		// Detach the bound v1 hierarchies, then mount the unified one.
 		if err := unix.Unmount(cg, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
