@@ -129,8 +129,8 @@ func holdClients(addr string, n int) {
 // sent a request and then say nothing. The server used to accept and
 // keep every one (a goroutine, buffers and an fd each, never closed:
 // 57 MB and 5011 fds), and the chart's 128 MiB limit OOM-kills the pod,
-// which also serves the kubelet. Now it holds at most MaxConns of them,
-// the rest wait in the kernel's accept queue or are not taken.
+// which also serves the kubelet. Now it holds at most MaxConns of them:
+// each new one takes the place of an idle one.
 func TestIdleConnectionsAreBounded(t *testing.T) {
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
