@@ -19,6 +19,8 @@
 //     a WSL distro.
 //
 // A source is read whole each time ([Source.Names]); callers read it as
-// often as they scan processes. Ids are matched by prefix: cgroups give
+// often as they scan processes. An engine listing opens one connection
+// and closes it with the answer, so a reader that lists every second
+// holds no connection in between (dockerd never closes an idle one). Ids are matched by prefix: cgroups give
 // the full id, `top` prints 12 digits.
 package containernames

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/printable"
 )
 
 // Allocation is one adapter held by one container, as the kubelet says
@@ -54,11 +52,7 @@ func (a *Allocations) Collect(ch chan<- prometheus.Metric) {
 	allocs := a.last
 	a.mu.Unlock()
 	for _, al := range allocs {
-		l := []string{al.GPU, al.Namespace, al.Pod, al.Container, al.Source}
-		for i := range l {
-			l[i] = printable.String(l[i], printable.Label)
-		}
-		ch <- prometheus.MustNewConstMetric(a.desc, prometheus.GaugeValue, 1, l...)
+		send(ch, a.desc, prometheus.GaugeValue, 1, al.GPU, al.Namespace, al.Pod, al.Container, al.Source)
 	}
 }
 
@@ -99,7 +93,6 @@ func (c *Claims) Collect(ch chan<- prometheus.Metric) {
 		sums[k] += m.Bytes
 	}
 	for _, k := range keys {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(sums[k]),
-			printable.String(k[0], printable.Label), printable.String(k[1], printable.Label), printable.String(k[2], printable.Label))
+		send(ch, c.desc, prometheus.GaugeValue, float64(sums[k]), k[0], k[1], k[2])
 	}
 }

@@ -64,12 +64,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect sends the metrics of the sampler's sample.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s.Sample()
-	m := func(d *prometheus.Desc, t prometheus.ValueType, v float64, l ...string) {
-		for i := range l {
-			l[i] = printable.String(l[i], printable.Label)
-		}
-		ch <- prometheus.MustNewConstMetric(d, t, v, l...)
-	}
+	m := func(d *prometheus.Desc, t prometheus.ValueType, v float64, l ...string) { send(ch, d, t, v, l...) }
 	g := func(d *prometheus.Desc, v float64, l ...string) { m(d, prometheus.GaugeValue, v, l...) }
 	for _, a := range s.Adapters {
 		id := a.ID
@@ -146,4 +141,21 @@ func ByContainer(ps []gpustats.ProcessUse) []ContainerUse {
 		out[i].NonLocal += p.NonLocal
 	}
 	return out
+}
+
+// send sends one series with its label values made printable and
+// distinct (printable.Unique: values alike in their first 128 bytes, or
+// alike once escaped, stay apart), so no value a pod's owner or a
+// process picks makes two series the same, which fails the whole
+// scrape. A series that still cannot be made goes as an invalid metric:
+// the server answers the others (metricsserver serves what gathers).
+func send(ch chan<- prometheus.Metric, d *prometheus.Desc, t prometheus.ValueType, v float64, l ...string) {
+	for i := range l {
+		l[i] = printable.Unique(l[i], printable.Label)
+	}
+	m, err := prometheus.NewConstMetric(d, t, v, l...)
+	if err != nil {
+		m = prometheus.NewInvalidMetric(d, err)
+	}
+	ch <- m
 }

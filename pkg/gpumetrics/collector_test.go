@@ -2,6 +2,7 @@ package gpumetrics
 
 import (
 	"context"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -99,7 +100,9 @@ func TestRegistersWithoutConflicts(t *testing.T) {
 // TestHostileProcessNamesAreSanitized: anyone who can open /dev/dxg names
 // their process (prctl, /proc/self/comm): invalid UTF-8 made client_golang
 // refuse the label value and escape sequences went out unescaped. The
-// scrape must succeed with the name made printable.
+// scrape must succeed with the name made printable, tagged with the
+// hash of the raw name (printable.Unique: an escaped name must not meet
+// another that spells the escape).
 func TestHostileProcessNamesAreSanitized(t *testing.T) {
 	s := sample()
 	s.Adapters[1].Processes[1].ContainerName = "\xff\xfe\x1b[31mred\u009b\x7f"
@@ -123,8 +126,9 @@ func TestHostileProcessNamesAreSanitized(t *testing.T) {
 		"wsl_gpu_container_memory_bytes container": "\ufffd\ufffd\\x1b[31mred\\x9b\\x7f",
 		"wsl_gpu_adapter_info description":         "RTX\\x1b]0;owned\\x07",
 	} {
-		if !slices.Contains(got[k], want) {
-			t.Errorf("%s = %q, want %q among them", k, got[k], want)
+		tagged := regexp.MustCompile(`^` + regexp.QuoteMeta(want) + `~[0-9a-f]{16}$`)
+		if !slices.ContainsFunc(got[k], tagged.MatchString) {
+			t.Errorf("%s = %q, want %q and its tag among them", k, got[k], want)
 		}
 	}
 }

@@ -15,7 +15,10 @@
 // counter wsl_gpu_engine_running_seconds_total is the one to rate() in
 // PromQL over any window.
 //
-// Label values that others choose (process names, driver names and
-// descriptions) go out through package printable: valid UTF-8, no control
-// characters, bounded.
+// Label values that others choose (pod, namespace, container and claim
+// names, driver names and descriptions) go out through
+// printable.Unique: valid UTF-8, no control characters, at most 128
+// bytes, and distinct: a value that had to be changed ends in a hash of
+// the whole of it, so pods named alike in their first 128 bytes stay two
+// series (two equal series fail the whole scrape).
 package gpumetrics

@@ -53,6 +53,19 @@
 // figures. Memory Windows applications use is in the adapter totals and in
 // no process.
 //
+// # Which container a process is in
+//
+// A process's container id and pod UID come from its cgroup path, and
+// only from the shapes engines and the kubelet make (ParseCgroup lists
+// them): the outermost container on the path, never anything below a
+// systemd service. A user's delegated subtree (user@UID.service:
+// systemd --user, rootless podman) is named by the user, who could name
+// a cgroup after another container's id and have its GPU memory
+// reported under that pod's name; so processes there, a rootless
+// engine's containers included, carry no id and are shown as plain
+// processes (no name source asks a rootless engine anyway). A container
+// that makes cgroups below its own stays its own container.
+//
 // # Finding the dxg processes
 //
 // DxgProcesses lists /proc/PID/fd of every process and reads each link,

@@ -38,3 +38,24 @@ func FuzzParseCgroup(f *testing.F) {
 		}
 	})
 }
+
+// Whatever a user makes in its delegated subtree (systemd --user), its
+// processes carry no container id: a cgroup named after another
+// container's id must not have their GPU memory reported as that pod's.
+func FuzzParseCgroupUnderAUser(f *testing.F) {
+	f.Add("/app.slice/docker-4f3c2b1a0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b.scope")
+	f.Add("/kubepods/besteffort/pod1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901/4f3c2b1a0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b")
+	f.Fuzz(func(t *testing.T, below string) {
+		// A cgroup's name holds no "\n" (cgroup_mkdir refuses it, to keep
+		// /proc/PID/cgroup parseable), and below is beneath the user's.
+		if strings.Contains(below, "\n") {
+			return
+		}
+		below = "/" + below
+		for _, root := range []string{"0::/user.slice/user-1000.slice/user@1000.service", "0::/../../user.slice/user-1000.slice/user@1000.service"} {
+			if c, p := ParseCgroup(root + below); c != "" || p != "" {
+				t.Errorf("ParseCgroup(%q) = %q, %q: taken from a user's own cgroups", root+below, c, p)
+			}
+		}
+	})
+}

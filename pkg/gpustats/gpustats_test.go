@@ -41,18 +41,55 @@ func TestBusyRatio(t *testing.T) {
 }
 
 func TestParseCgroup(t *testing.T) {
-	const id = "4f3c2b1a0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b"
+	const (
+		id    = "4f3c2b1a0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b"
+		other = "9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b"
+		uid   = "1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901"
+		uid_  = "1b2c3d4e_5f60_7182_93a4_b5c6d7e8f901"
+		user  = "/user.slice/user-1000.slice/user@1000.service"
+	)
 	tests := []struct {
 		name, in, container, pod string
 	}{
+		// The shapes engines and the kubelet make.
 		{"docker systemd", "0::/system.slice/docker-" + id + ".scope\n", "4f3c2b1a0e9d", ""},
 		{"docker cgroupfs v1", "12:devices:/docker/" + id + "\n", "4f3c2b1a0e9d", ""},
-		{"podman", "0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" + id + ".scope/container\n", "4f3c2b1a0e9d", ""},
-		{"kubelet systemd", "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1b2c3d4e_5f60_7182_93a4_b5c6d7e8f901.slice/cri-containerd-" + id + ".scope\n",
-			"4f3c2b1a0e9d", "1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901"},
-		{"kubelet cgroupfs", "0::/kubepods/besteffort/pod1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901/" + id + "\n",
-			"4f3c2b1a0e9d", "1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901"},
+		{"podman rootful systemd", "0::/machine.slice/libpod-" + id + ".scope/container\n", "4f3c2b1a0e9d", ""},
+		{"podman rootful cgroupfs", "0::/libpod_parent/libpod-" + id + "\n", "4f3c2b1a0e9d", ""},
+		{"kubelet systemd", "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uid_ + ".slice/cri-containerd-" + id + ".scope\n", "4f3c2b1a0e9d", uid},
+		{"kubelet systemd, guaranteed, CRI-O", "0::/kubepods.slice/kubepods-pod" + uid_ + ".slice/crio-" + id + ".scope\n", "4f3c2b1a0e9d", uid},
+		{"kubelet systemd under kind's cgroup root", "0::/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-burstable.slice/kubelet-kubepods-burstable-pod" + uid_ + ".slice/cri-containerd-" + id + ".scope\n", "4f3c2b1a0e9d", uid},
+		{"kubelet cgroupfs", "0::/kubepods/besteffort/pod" + uid + "/" + id + "\n", "4f3c2b1a0e9d", uid},
+		{"kubelet cgroupfs under a cgroup root", "0::/wgk-1-n0/kubepods/pod" + uid + "/" + id + "\n", "4f3c2b1a0e9d", uid},
+		{"kubelet cgroupfs, CRI-O", "0::/kubepods/burstable/pod" + uid + "/crio-" + id + "\n", "4f3c2b1a0e9d", uid},
+		// A reader in a cgroup namespace of its own (a pod) sees paths
+		// from its root, ".." up.
+		{"from another pod's cgroup namespace", "0::/../../kubepods-besteffort-pod" + uid_ + ".slice/cri-containerd-" + id + ".scope\n", "4f3c2b1a0e9d", uid},
+		{"from a sibling container's cgroup namespace", "0::/../docker-" + id + ".scope\n", "4f3c2b1a0e9d", ""},
+		{"a kind node seen from the host: the node, no pod", "0::/system.slice/docker-" + id + ".scope/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-pod" + uid_ + ".slice/cri-containerd-" + other + ".scope\n", "4f3c2b1a0e9d", ""},
 		{"host process", "0::/user.slice/user-0.slice/session-3.scope\n", "", ""},
+
+		// A user's delegated subtree (systemd --user; rootless podman
+		// makes its containers there): the user names its cgroups, so
+		// nothing there is an engine's word.
+		{"a user's cgroup named like a docker scope", "0::" + user + "/app.slice/docker-" + id + ".scope\n", "", ""},
+		{"a user's cgroup named like a kubelet pod", "0::" + user + "/kubepods.slice/kubepods-pod" + uid_ + ".slice/cri-containerd-" + id + ".scope\n", "", ""},
+		{"a user's cgroupfs-like path", "0::" + user + "/docker/" + id + "\n", "", ""},
+		{"rootless podman", "0::" + user + "/user.slice/libpod-" + id + ".scope/container\n", "", ""},
+		{"a user's subtree seen from a pod's namespace", "0::/../../../.." + user + "/app.slice/docker-" + id + ".scope\n", "", ""},
+		{"cgroup v1: the user's name=systemd line", "1:name=systemd:" + user + "/docker-" + id + ".scope\n2:cpu,cpuacct:/user.slice\n", "", ""},
+		{"a delegated system service", "0::/system.slice/ci.service/docker/" + id + "\n", "", ""},
+		// Ids elsewhere, or in shapes no engine makes.
+		{"an id under any directory", "0::/anything/" + id + "\n", "", ""},
+		{"an id at the root", "0::/" + id + "\n", "", ""},
+		{"a docker scope outside a slice", "0::/anything/docker-" + id + ".scope\n", "", ""},
+		{"a scope under a session", "0::/user.slice/user-1000.slice/session-2.scope/docker-" + id + ".scope\n", "", ""},
+		{"an id inside a longer name", "0::/system.slice/mydocker-" + id + ".scope\n", "", ""},
+		{"a pod uid inside a longer name", "0::/kubepods/besteffort/xpod" + uid + "x/" + id + "\n", "", ""},
+		// A container can make cgroups below its own: the outermost id
+		// is the engine's, the container's own.
+		{"a container's child named after another", "0::/system.slice/docker-" + id + ".scope/docker-" + other + ".scope\n", "4f3c2b1a0e9d", ""},
+		{"a pod container's children named after another pod", "0::/kubepods/besteffort/pod" + uid + "/" + id + "/pod9a8b7c6d-5e4f-3a2b-1c0d-9e8f7a6b5c4d/" + other + "\n", "4f3c2b1a0e9d", uid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -160,15 +160,44 @@ func markAmbiguous(ps []Process) {
 }
 
 var (
-	containerID = regexp.MustCompile(`(?:docker-|cri-containerd-|crio-|libpod-|/docker/|/)([0-9a-f]{64})(?:\.scope)?(?:/|$)`)
-	podUID      = regexp.MustCompile(`pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})`)
+	// scopeID is a container's systemd scope: Docker's
+	// (system.slice), podman's (machine.slice), containerd's and CRI-O's
+	// under a kubelet pod's slice.
+	scopeID = regexp.MustCompile(`^(?:docker|cri-containerd|crio|libpod)-([0-9a-f]{64})\.scope$`)
+	// bareID is a container's cgroupfs directory: /docker/<id>,
+	// /libpod_parent/libpod-<id>, /kubepods/.../pod<uid>/<id> (CRI-O:
+	// crio-<id>).
+	bareID = regexp.MustCompile(`^(crio-|libpod-)?([0-9a-f]{64})$`)
+	// podDir is a kubelet pod's cgroup: kubepods[-QOS]-pod<uid with
+	// _>.slice (systemd, with any cgroup root's prefix) or pod<uid>
+	// (cgroupfs).
+	podDir = regexp.MustCompile(`^(?:[a-z0-9_.]+(?:-[a-z0-9_.]+)*-)?pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})(?:\.slice)?$`)
 )
 
 // ParseCgroup finds the container id (shortened to 12 hex digits, as
-// docker ps prints it) and the pod UID in a /proc/PID/cgroup file:
-// systemd-driver paths (docker-<id>.scope, cri-containerd-<id>.scope,
-// kubepods-...-pod<uid with _>.slice) and cgroupfs ones (/docker/<id>,
-// /kubepods/besteffort/pod<uid>/<id>).
+// docker ps prints it) and the pod UID in a /proc/PID/cgroup file, from
+// the cgroup shapes engines and the kubelet make, and nowhere else:
+//
+//   - systemd driver: <slice>/docker-<id>.scope, libpod-<id>.scope,
+//     cri-containerd-<id>.scope, crio-<id>.scope, directly under a slice
+//     (system.slice, machine.slice, a pod's kubepods-...-pod<uid>.slice);
+//   - cgroupfs: docker/<id>, libpod_parent/libpod-<id>,
+//     .../pod<uid>/<id> and .../pod<uid>/crio-<id>;
+//   - seen from a cgroup namespace of one's own (a pod's), a path climbs
+//     with ".." first: a container there is taken under ".." as under
+//     its slice, since only the kernel writes "..".
+//
+// A process's cgroup path is the engine's down to its container, and
+// then whatever the container made below (a container can make cgroups
+// in its own): the outermost container is the one the process is in,
+// and the pod is taken only above it. Below a systemd service nothing is
+// taken, since a service can be delegated its subtree: user@UID.service
+// above all, where a user (systemd --user, rootless podman) names its
+// own cgroups and could name one after another container's id, to have
+// its GPU memory reported under that pod's name. So a rootless engine's
+// containers carry no id, which costs nothing but the id: no name
+// source asks a rootless engine. An id in any other place (a plain
+// /<dir>/<id> runc was given) is not taken either.
 func ParseCgroup(s string) (container, pod string) {
 	for _, line := range strings.Split(s, "\n") {
 		_, path, ok := strings.Cut(line, "::")
@@ -177,14 +206,60 @@ func ParseCgroup(s string) (container, pod string) {
 				path = line[i+1:]
 			}
 		}
-		if m := containerID.FindStringSubmatch(path); m != nil && container == "" {
-			container = m[1][:12]
+		c, p := parseCgroupPath(path)
+		if container == "" && c != "" {
+			container = c
 		}
-		if m := podUID.FindStringSubmatch(path); m != nil && pod == "" {
-			pod = strings.ReplaceAll(m[1], "_", "-")
+		if pod == "" && p != "" {
+			pod = p
 		}
 	}
 	return container, pod
+}
+
+// parseCgroupPath is ParseCgroup for one path.
+func parseCgroupPath(path string) (container, pod string) {
+	parent := ""
+	for _, dir := range strings.Split(path, "/") {
+		if dir == "" {
+			continue
+		}
+		if strings.HasSuffix(dir, ".service") {
+			return "", pod // delegated, or may be: nothing below is an engine's
+		}
+		if id := containerDir(parent, dir); id != "" {
+			return id[:12], pod
+		}
+		if m := podDir.FindStringSubmatch(dir); m != nil && pod == "" {
+			pod = strings.ReplaceAll(m[1], "_", "-")
+		}
+		parent = dir
+	}
+	return "", pod
+}
+
+// containerDir is the id of dir when an engine or the kubelet names
+// containers so under parent, else "".
+func containerDir(parent, dir string) string {
+	if m := scopeID.FindStringSubmatch(dir); m != nil {
+		if parent == ".." || strings.HasSuffix(parent, ".slice") {
+			return m[1]
+		}
+		return ""
+	}
+	m := bareID.FindStringSubmatch(dir)
+	if m == nil {
+		return ""
+	}
+	pod := podDir.MatchString(parent)
+	switch prefix := m[1]; {
+	case parent == "..",
+		prefix == "" && (parent == "docker" || pod),
+		prefix == "crio-" && pod,
+		prefix == "libpod-" && parent == "libpod_parent":
+		return m[2]
+	}
+	return ""
 }
 
 // nameProcesses gives the processes in a container the names srcs know

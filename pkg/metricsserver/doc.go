@@ -7,13 +7,25 @@
 // # Model
 //
 // Listen checks the web configuration and binds the address; Serve serves
-// until its context ends. Every connection counts against MaxConns (the
-// listener blocks in Accept past it, so further connections wait in the
-// kernel's accept queue, holding no goroutine, buffer or fd of ours); a
-// connection that sends no request is closed after ReadHeaderTimeout, a
-// keep-alive one after IdleTimeout without a request; reads, writes and
-// headers are bounded; at most MaxScrapes scrapes run at once (more are
-// answered 503). DefaultLimits says why each value is what it is.
+// until its context ends. At most MaxConns connections are held: past
+// it, a new connection takes the place of one that is not serving a
+// request (one that has not sent a whole request header, in its TLS
+// handshake or silent, or a keep-alive one between requests), the
+// oldest of the source address holding the most, and is closed itself
+// only when every held one is serving. A flood of silent connections
+// therefore takes turns with itself while a scraper, which sends its
+// request as soon as it connects, is answered at once; stopping to
+// accept at the limit instead let 32 silent connections, renewed every
+// ReadHeaderTimeout, keep every scraper waiting in the kernel's accept
+// queue. A connection that sends no request is closed after
+// ReadHeaderTimeout, a keep-alive one after IdleTimeout without a
+// request; reads, writes and headers are bounded; at most MaxScrapes
+// scrapes run at once (more are answered 503). DefaultLimits says why
+// each value is what it is.
+//
+// A series that does not gather (two alike, an invalid one) is left out
+// of the answer and logged at warn: the other series are still served,
+// so no one series can fail the whole node's scrape.
 //
 // # TLS and authentication
 //

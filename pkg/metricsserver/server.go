@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
-	"golang.org/x/net/netutil"
 )
 
 // Limits bound what clients can make the server hold.
@@ -29,9 +28,9 @@ type Limits struct {
 	WriteTimeout time.Duration
 	// IdleTimeout closes a keep-alive connection no request came on.
 	IdleTimeout time.Duration
-	// MaxConns is how many connections are held at once; the next ones
-	// wait in the kernel's accept queue until one closes (and a dial
-	// past that queue is not answered).
+	// MaxConns is how many connections are held at once; a new one past
+	// it takes the place of one that is not serving a request (see the
+	// package doc), or is closed when every one is.
 	MaxConns int
 	// MaxHeaderBytes bounds one request's header.
 	MaxHeaderBytes int
@@ -104,16 +103,24 @@ func Listen(opt Options, g prometheus.Gatherer) (*Server, error) {
 	}
 	l := opt.Limits
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{MaxRequestsInFlight: l.MaxScrapes, Timeout: l.ScrapeTimeout}))
+	// A series that does not gather (two alike, an invalid one) is left
+	// out and logged; the others are served. HTTPErrorOnError answered
+	// 500 for the whole node instead, so anyone who could make one bad
+	// series (a pod's name) blinded every dashboard and alert.
+	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{MaxRequestsInFlight: l.MaxScrapes, Timeout: l.ScrapeTimeout,
+		ErrorHandling: promhttp.ContinueOnError, ErrorLog: slog.NewLogLogger(opt.Log.Handler(), slog.LevelWarn)}))
 	ln, err := net.Listen("tcp", opt.Addr)
 	if err != nil {
 		return nil, err // "listen tcp ADDR: ..."
 	}
+	var connState func(net.Conn, http.ConnState)
 	if l.MaxConns > 0 {
-		ln = netutil.LimitListener(ln, l.MaxConns)
+		g := newGate(ln, l.MaxConns)
+		ln, connState = g, g.connState
 	}
 	return &Server{ln: ln, config: opt.WebConfigFile, log: opt.Log, srv: &http.Server{
 		Handler:           mux,
+		ConnState:         connState,
 		ReadHeaderTimeout: l.ReadHeaderTimeout,
 		ReadTimeout:       l.ReadTimeout,
 		WriteTimeout:      l.WriteTimeout,

@@ -129,8 +129,8 @@ func holdClients(addr string, n int) {
 // sent a request and then say nothing. The server used to accept and
 // keep every one (a goroutine, buffers and an fd each, never closed:
 // 57 MB and 5011 fds), and the chart's 128 MiB limit OOM-kills the pod,
-// which also serves the kubelet. Now it holds at most MaxConns of them,
-// the rest wait in the kernel's accept queue or are not taken.
+// which also serves the kubelet. Now it holds at most MaxConns of them:
+// each new one takes the place of an idle one.
 func TestIdleConnectionsAreBounded(t *testing.T) {
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
@@ -378,3 +378,181 @@ func TestStartStop(t *testing.T) {
 		t.Fatal("the address still answers after stop")
 	}
 }
+
+// flood keeps n silent connections to addr from 127.0.0.1 open until the
+// test ends, dialing again whenever the server closes one: the attack
+// that kept Prometheus out, 32 silent connections held ReadHeaderTimeout
+// each and renewed. It returns once the first n are connected.
+func flood(t *testing.T, addr string, n int) {
+	t.Helper()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	t.Cleanup(func() { close(stop); wg.Wait() })
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, Timeout: time.Second}
+	var up sync.WaitGroup
+	up.Add(n)
+	for range n {
+		wg.Go(func() {
+			first := true
+			for {
+				c, err := d.Dial("tcp", addr)
+				if first {
+					up.Done()
+					first = false
+				}
+				if err == nil {
+					go func() { <-stop; c.Close() }()
+					_, _ = c.Read(make([]byte, 1)) // until the server closes it
+					c.Close()
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Millisecond):
+				}
+			}
+		})
+	}
+	up.Wait()
+}
+
+// TestSilentFloodDoesNotKeepScrapersOut: silent connections, as many as
+// the server holds and more, renewed whenever one is closed. The server
+// stopped accepting at MaxConns, so a scrape waited in the accept queue
+// behind the flood for ReadHeaderTimeout after ReadHeaderTimeout (and
+// with TLS and basic auth configured all the same). Now a connection
+// that has sent no request gives its place to a new one, the flood's
+// source first: scrapes succeed at once, over plain HTTP and TLS.
+func TestSilentFloodDoesNotKeepScrapersOut(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := selfSigned(t)
+	for name, body := range map[string]string{"cert.pem": cert, "key.pem": key,
+		"web.yml": "tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		name, config, scheme string
+	}{
+		{"plain HTTP", "", "http"},
+		{"TLS", filepath.Join(dir, "web.yml"), "https"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := DefaultLimits()
+			s, err := Listen(Options{Addr: "127.0.0.1:0", WebConfigFile: tt.config, Limits: l, Log: slog.New(slog.DiscardHandler)}, registry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.Start(context.Background()))
+			addr := s.Addr().String()
+			flood(t, addr, 2*l.MaxConns)
+			// The scraper, from another address, as Prometheus is.
+			client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+				DialContext:     (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext,
+				TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}}
+			for i := range 5 {
+				start := time.Now()
+				resp, err := client.Get(tt.scheme + "://" + addr + "/metrics")
+				if err != nil {
+					t.Fatalf("scrape %d under the flood: %v", i, err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "wsl_gpu_test 1") {
+					t.Fatalf("scrape %d under the flood: %s: %s", i, resp.Status, body)
+				}
+				if took := time.Since(start); took > time.Second {
+					t.Errorf("scrape %d under the flood took %v", i, took)
+				}
+			}
+		})
+	}
+}
+
+// TestSilentConnectionsFromTheScrapersAddress: the flood and the
+// scraper share an address (a NAT, a node's pods): the oldest silent
+// connection goes first, so a scraper that sends its request at once is
+// still answered.
+func TestSilentConnectionsFromTheScrapersAddress(t *testing.T) {
+	l := DefaultLimits()
+	s := start(t, l)
+	addr := s.Addr().String()
+	var silent []net.Conn
+	defer func() {
+		for _, c := range silent {
+			c.Close()
+		}
+	}()
+	for range 4 * l.MaxConns {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		silent = append(silent, c)
+	}
+	client := &http.Client{Timeout: 2 * time.Second}
+	start := time.Now()
+	resp, err := client.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape behind %d silent connections: %v", len(silent), err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape: %s", resp.Status)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("scrape behind %d silent connections took %v", len(silent), took)
+	}
+}
+
+// twins is a collector whose series repeat: what a label value cut alike
+// made, or any other series that does not gather.
+type twins struct{ d *prometheus.Desc }
+
+func (c twins) Describe(ch chan<- *prometheus.Desc) { ch <- c.d }
+func (c twins) Collect(ch chan<- prometheus.Metric) {
+	for range 2 {
+		ch <- prometheus.MustNewConstMetric(c.d, prometheus.GaugeValue, 1, "same")
+	}
+}
+
+// TestOneBadSeriesLeavesTheRest: two identical series made the registry
+// refuse to gather and every scrape of the node answered 500. Now the
+// scrape answers 200 with every good series, and the bad one is logged.
+func TestOneBadSeriesLeavesTheRest(t *testing.T) {
+	reg := registry()
+	reg.MustRegister(twins{prometheus.NewDesc("wsl_gpu_twin", "Repeats.", []string{"pod"}, nil)})
+	var log strings.Builder
+	var mu sync.Mutex
+	s, err := Listen(Options{Addr: "127.0.0.1:0", Limits: DefaultLimits(), Log: slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return log.Write(p)
+	}), nil))}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Start(context.Background()))
+	resp, err := http.Get("http://" + s.Addr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "wsl_gpu_test 1") {
+		t.Fatalf("scrape with a repeated series: %s:\n%s", resp.Status, body)
+	}
+	if n := strings.Count(string(body), `wsl_gpu_twin{pod="same"}`); n != 1 {
+		t.Errorf("the repeated series is served %d times, want once", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(log.String(), "wsl_gpu_twin") {
+		t.Errorf("the repeated series is not logged: %q", log.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -13,4 +13,10 @@
 // most the length asked for. Graphic text, spaces and backslashes pass
 // unchanged, so a name that spells "\x1b" itself reads the same as an
 // escaped ESC: the output is for reading, not for parsing back.
+//
+// Unique is String for text that tells things apart, a label value
+// above all: where String changes a value (cuts it, replaces or escapes
+// a byte), Unique also ends it in a short hash of the whole value, so
+// two values String would make equal (two pod names alike in their first
+// 128 bytes) stay two series instead of failing the scrape.
 package printable

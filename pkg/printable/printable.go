@@ -1,6 +1,8 @@
 package printable
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"unicode"
@@ -54,4 +56,28 @@ func String(s string, max int) string {
 		}
 	}
 	return b.String()
+}
+
+// tagLen is the length of Unique's tag: "~" and 16 hex digits.
+const tagLen = 1 + 16
+
+// Unique is String for a value that tells series (or rows) apart: a
+// label value, where two series with the same labels make the whole
+// scrape fail. String is not one-to-one: names alike in their first max
+// bytes are cut to the same text, and so are names that differ only in
+// bytes it replaces or escapes ("\xff" and "\xfe", ESC and the text
+// `\x1b`). So when String would change s, or s holds a "~", Unique ends
+// the text in "~" and 16 hex digits of s's SHA-256, within max. A result
+// without "~" is the value itself, and one with it ends in the value's
+// hash, so two different values give two different results (short of a
+// SHA-256 collision on 64 bits), and the same value always the same one.
+// Kubernetes and engine names never hold "~" and stay as they are. max
+// below the tag's 17 bytes gives String(s, max).
+func Unique(s string, max int) string {
+	out := String(s, max)
+	if out == s && !strings.Contains(s, "~") || max < tagLen {
+		return out
+	}
+	sum := sha256.Sum256([]byte(s))
+	return String(s, max-tagLen) + "~" + hex.EncodeToString(sum[:8])
 }

@@ -64,3 +64,66 @@ func FuzzString(f *testing.F) {
 		}
 	})
 }
+
+// TestUniqueKeepsValuesApart: two pods whose names share their first
+// 125 bytes made two identical series, and the registry then refused the
+// whole scrape (500). Values String makes equal must stay apart under
+// Unique; values String leaves alone stay as they are.
+func TestUniqueKeepsValuesApart(t *testing.T) {
+	long := strings.Repeat("a", 200)
+	pairs := []struct {
+		name, a, b string
+		// clash: String gives both the same text (what failed scrapes);
+		// the others are values whose Unique results could meet if the
+		// tag were careless.
+		clash bool
+	}{
+		{"alike in the first 200 bytes", long + "-0", long + "-1", true},
+		{"alike in the first 126 bytes", long[:126] + "xyz", long[:126] + "xyw", true},
+		{"invalid bytes", "pod\xff", "pod\xfe", true},
+		{"an escape and its spelling", "pod\x1b", `pod\x1b`, true},
+		{"a cut value and its own text", long, String(long, Label), true},
+		{"a tagged value and its own text", "pod\xff", Unique("pod\xff", Label), false},
+	}
+	for _, p := range pairs {
+		t.Run(p.name, func(t *testing.T) {
+			if clash := String(p.a, Label) == String(p.b, Label); clash != p.clash {
+				t.Fatalf("String(%q) == String(%q) is %v: the case does not test what it says", p.a, p.b, clash)
+			}
+			ua, ub := Unique(p.a, Label), Unique(p.b, Label)
+			if ua == ub {
+				t.Errorf("Unique(%q) = Unique(%q) = %q", p.a, p.b, ua)
+			}
+			for _, u := range []string{ua, ub} {
+				if len(u) > Label || !utf8.ValidString(u) || String(u, Label) != u {
+					t.Errorf("Unique gave %q: over %d bytes or not printable", u, Label)
+				}
+			}
+			if Unique(p.a, Label) != ua {
+				t.Errorf("Unique(%q) is not the same twice", p.a)
+			}
+		})
+	}
+	for _, s := range []string{"", "trainer-0", "claim ml/gpu", "NVIDIA GeForce RTX 3060 Laptop GPU", long[:Label]} {
+		if got := Unique(s, Label); got != s {
+			t.Errorf("Unique(%q) = %q, want it unchanged", s, got)
+		}
+	}
+	if got := Unique(long, Label); !strings.HasPrefix(got, long[:Label-tagLen-len("…")]+"…~") || len(got) != Label {
+		t.Errorf("Unique of a long name = %q, want its start, …, ~ and the hash, %d bytes", got, Label)
+	}
+}
+
+// FuzzUnique: two different values never give the same result.
+func FuzzUnique(f *testing.F) {
+	f.Add("pod\xff", "pod\xfe", Label)
+	f.Add(strings.Repeat("a", 200)+"0", strings.Repeat("a", 200)+"1", Label)
+	f.Fuzz(func(t *testing.T, a, b string, max int) {
+		if max < tagLen || max > 1<<12 || a == b {
+			return
+		}
+		if ua, ub := Unique(a, max), Unique(b, max); ua == ub {
+			t.Fatalf("Unique(%q) = Unique(%q) = %q", a, b, ua)
+		}
+	})
+}
