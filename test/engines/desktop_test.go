@@ -65,6 +65,14 @@ func newDesktop(t *testing.T, m *matrix, profile string, userBin string) *deskto
 	if err := os.WriteFile(s.folders, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Docker Desktop bundles NVIDIA's toolkit: dockerd finds its legacy
+	// hook on PATH at start and serves --gpus with it.
+	if err := os.MkdirAll(filepath.Join(s.layer, "usr/local/bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.layer, "usr/local/bin/nvidia-container-runtime-hook"), []byte(nvidiaStandIn), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	// The user's side: the docker CLI, the socket, its own config dir.
 	config := filepath.Join(dir, "user-config")
 	if err := os.MkdirAll(config, 0o777); err != nil {
@@ -223,6 +231,28 @@ func (s *desktopSim) engineState(t *testing.T) string {
 
 const unresolvable = "unresolvable CDI devices"
 
+// nvidiaStandIn stands in for NVIDIA's legacy prestart hook as Docker
+// Desktop bundles it (its real one cannot run here): as
+// nvidia-container-cli does on WSL, it binds the NVIDIA driver store
+// folder and the lib dir's CUDA files into the container, at the host's
+// paths, read-only, nosuid and nodev (libnvidia-container's remount
+// flags). What it stands for is what a container asking both
+// --gpus and our CDI device gets twice, if anything.
+const nvidiaStandIn = `#!/bin/sh
+# A test's stand-in for NVIDIA's nvidia-container-runtime-hook (prestart).
+[ "$1" = prestart ] || exit 0
+state=$(cat)
+pid=$(printf '%s' "$state" | sed -n 's/.*"pid":\([0-9]*\).*/\1/p')
+bundle=$(printf '%s' "$state" | sed -n 's/.*"bundle":"\([^"]*\)".*/\1/p')
+root=$(sed -n 's/.*"root":{"path":"\([^"]*\)".*/\1/p' "$bundle/config.json")
+case $root in /*) ;; *) root=$bundle/$root ;; esac
+bind='mkdir -p "$(dirname "$1$2")"; [ -d "$2" ] && mkdir -p "$1$2" || touch "$1$2"; mount --bind -o ro,nosuid,nodev "$2" "$1$2"'
+for f in /usr/lib/wsl/drivers/nv* /usr/lib/wsl/lib/libcuda.so.1.1 /usr/lib/wsl/lib/libcuda.so.1 /usr/lib/wsl/lib/libdxcore.so; do
+	[ -e "$f" ] || continue
+	nsenter -t "$pid" -m sh -c "$bind" sh "$root" "$f" || exit 1
+done
+`
+
 // TestDockerDesktop runs install docker-desktop as docs/desktop.md says,
 // against the simulated Docker Desktop, with nothing but the docker CLI:
 // GPU containers by CDI for NVIDIA and Intel; a Docker Desktop restart (root
@@ -270,6 +300,22 @@ func TestDockerDesktop(t *testing.T) {
 	t.Run("NVIDIA's first GPU by index", func(t *testing.T) { gpu(t, nvidiaOnly(e), "--device", "nvidia.com/gpu=0") })
 	t.Run("Intel", func(t *testing.T) { gpu(t, intelOnly(e), "--device", "wsl-gpu-hook.dev/gpu=intel") })
 	t.Run("every GPU", func(t *testing.T) { gpu(t, allGPUs(e), "--device", "wsl-gpu-hook.dev/gpu=all") })
+	t.Run("NVIDIA's --gpus beside ours: each folder once", func(t *testing.T) {
+		// --gpus alone is Docker Desktop's own (the stand-in's).
+		out, err := s.docker(t, "run", "--rm", "--network", "none", "--gpus", "all", "wslgpu-test", "sh", "-c", mountsInside)
+		if err != nil || !strings.Contains(out, "mnt /usr/lib/wsl/drivers/"+e.nvidia) {
+			t.Fatalf("--gpus all through NVIDIA's hook: %v\n%s", err, out)
+		}
+		out, err = s.docker(t, "run", "--rm", "--network", "none", "--gpus", "all", "--device", "nvidia.com/gpu=all",
+			"wslgpu-test", "sh", "-c", inside+mountsInside)
+		if err != nil {
+			t.Fatalf("--gpus all --device nvidia.com/gpu=all: %v\n%s", err, out)
+		}
+		checkGPU(t, out, true, e.nvidia)
+		if n := strings.Count(out, "mnt /usr/lib/wsl/drivers/"+e.nvidia+"\n"); n != 1 {
+			t.Errorf("the NVIDIA folder is mounted %d times, want once:\n%s", n, out)
+		}
+	})
 	t.Run("no device, no GPU", func(t *testing.T) {
 		out, err := s.docker(t, "run", "--rm", "--network", "none", "wslgpu-test", "sh", "-c", "ls /dev/dxg /usr/lib/wsl 2>&1; true")
 		if err != nil || !strings.Contains(out, "/dev/dxg: No such file or directory") || !strings.Contains(out, "/usr/lib/wsl: No such file or directory") {
