@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
 // Docker runs the docker CLI with args and returns its standard output;
@@ -203,6 +205,11 @@ func agentError(err error) error {
 	var de *Error
 	if errors.As(err, &de) {
 		return err
+	}
+	// The agent's own line (its stderr, which docker run passes on) says
+	// what went wrong; its program name would only repeat ours.
+	if rest, ok := strings.CutPrefix(msg, wsl.CtlName+": "); ok {
+		return fmt.Errorf("the agent: %s", rest)
 	}
 	return fmt.Errorf("docker run: %w", err)
 }

@@ -261,7 +261,7 @@ done
 func TestDockerDesktop(t *testing.T) {
 	m := setupMatrix(t)
 	e := m.e
-	img := desktopImage(t)
+	img := projectImage(t)
 	mountsBefore := hostWSLMounts(t)
 
 	s := newDesktop(t, m, profile, img.userBin)
@@ -289,12 +289,24 @@ func TestDockerDesktop(t *testing.T) {
 		}
 	})
 
+	// doctor, from the user's distro, knows the engine behind the CLI.
+	doctorSays := func(t *testing.T, want string) {
+		t.Helper()
+		out, _ := s.as(t, "", "wsl-gpu-ctl", "doctor")
+		if line := grepLines(out, "docker desktop: "); !strings.HasPrefix(line, want) {
+			t.Errorf("doctor's Docker Desktop line %q, want it to start %q:\n%s", line, want, out)
+		}
+	}
+	doctorSays(t, "warn  docker desktop: Docker Desktop 29.8.0 has no GPU for AMD, Intel or Qualcomm and no CDI spec for NVIDIA")
+
 	// The docs' command, typed in the user's own distro.
 	out, err := s.as(t, "", "wsl-gpu-ctl", "install", "docker-desktop", "--image", img.ref)
 	if err != nil {
 		t.Fatalf("wsl-gpu-ctl install docker-desktop: %v\n%s", err, out)
 	}
 	t.Logf("install docker-desktop:\n%s", out)
+
+	doctorSays(t, "ok    docker desktop: the agent wsl-gpu-hook keeps the CDI specs in Docker Desktop's /var/run/cdi")
 
 	t.Run("NVIDIA by CDI", func(t *testing.T) { gpu(t, nvidiaOnly(e), "--device", "nvidia.com/gpu=all") })
 	t.Run("NVIDIA's first GPU by index", func(t *testing.T) { gpu(t, nvidiaOnly(e), "--device", "nvidia.com/gpu=0") })
@@ -396,7 +408,7 @@ func TestDockerDesktop(t *testing.T) {
 // by CDI, which moby's `--gpus` never reaches there.
 func TestDockerDesktopAMD(t *testing.T) {
 	m := setupMatrix(t)
-	img := desktopImage(t)
+	img := projectImage(t)
 	s := newDesktop(t, m, "amd-desktop", img.userBin)
 	s.start(t)
 	defer s.stop(t)
@@ -430,7 +442,7 @@ func TestDockerDesktopAMD(t *testing.T) {
 // one line, with nothing changed in the engine.
 func TestDockerDesktopRefusals(t *testing.T) {
 	m := setupMatrix(t)
-	img := desktopImage(t)
+	img := projectImage(t)
 
 	t.Run("no /dev/dxg in Docker Desktop's distro", func(t *testing.T) {
 		s := newDesktop(t, m, profile, img.userBin)
@@ -515,7 +527,8 @@ func waitForSpecs(t *testing.T, s *desktopSim, dev string) {
 	}
 }
 
-// desktopBuild is the project's image and the user's binaries, built once.
+// desktopBuild is the project's image (`make image`) and the user's
+// binaries, built once for every test that loads the image.
 type desktopBuild struct {
 	ref, archive, userBin string
 }
@@ -527,9 +540,9 @@ var desktopOnce struct {
 	err  error
 }
 
-// desktopImage runs `make image` once into a dir nobody can read: the
+// projectImage runs `make image` once into a dir anybody can read: the
 // archive users load, and the wsl-gpu-ctl they run beside the docker CLI.
-func desktopImage(t *testing.T) desktopBuild {
+func projectImage(t *testing.T) desktopBuild {
 	t.Helper()
 	if !desktopOnce.done {
 		desktopOnce.done = true
@@ -552,7 +565,7 @@ func buildDesktopImage() (dir string, b desktopBuild, err error) {
 
 func buildDesktopImageIn(dir string) (desktopBuild, error) {
 	os.Chmod(dir, 0o755)
-	b := desktopBuild{ref: "localhost/wsl-gpu-hook:desktop-test", archive: filepath.Join(dir, "wsl-gpu-hook-image.tar"), userBin: filepath.Join(dir, "user")}
+	b := desktopBuild{ref: "localhost/wsl-gpu-hook:load-test", archive: filepath.Join(dir, "wsl-gpu-hook-image.tar"), userBin: filepath.Join(dir, "user")}
 	mk := exec.Command("make", "-s", "image", "BIN="+dir, "IMAGE="+b.ref)
 	mk.Dir = "../.."
 	if out, err := mk.CombinedOutput(); err != nil {

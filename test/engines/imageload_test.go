@@ -2,7 +2,6 @@ package engines
 
 import (
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -14,14 +13,8 @@ import (
 // cluster tests' (test/k8s) path.
 func TestImageLoads(t *testing.T) {
 	e := setup(t)
-	const ref = "localhost/wsl-gpu-hook:load-test"
-	dir := t.TempDir()
-	make := exec.Command("make", "-s", "image", "BIN="+dir, "IMAGE="+ref)
-	make.Dir = "../.."
-	if out, err := make.CombinedOutput(); err != nil {
-		t.Fatalf("make image: %v\n%s", err, out)
-	}
-	archive := filepath.Join(dir, "wsl-gpu-hook-image.tar")
+	img := projectImage(t)
+	ref, archive := img.ref, img.archive
 	const want = "65532:65532 [/usr/bin/wsl-gpu-device-plugin]"
 	check := func(t *testing.T, engine func(args ...string) (string, error), runArgs ...string) {
 		if out, err := engine("load", "-i", archive); err != nil || !strings.Contains(out, ref) {
