@@ -150,8 +150,14 @@ func TestSetup(t *testing.T) {
 			"info": info, "image inspect": "sha256:1", "container inspect": "!No such container", "volume inspect --format {{index": "!No such volume",
 			"volume create": "wsl-gpu-hook", "volume inspect --format {{.Mountpoint}}": mp,
 			"run --rm": `!docker: Error response from daemon: error gathering device information while adding custom device "/dev/dxg": no such file or directory.`},
-			wantErr: "Docker Desktop's engine has no /dev/dxg: WSL gives its VM no GPU: check that /dev/dxg exists in your own distro",
+			wantErr: "Docker Desktop's engine has no /dev/dxg or no /usr/lib/wsl: WSL gives its VM no GPU: check that /dev/dxg exists in your own distro",
 			// The refused install takes back what it made.
+			wantCalls: []string{"volume create", "run --rm", "run --rm", "volume rm"}},
+		{name: "no /usr/lib/wsl in the engine", answers: map[string]string{
+			"info": info, "image inspect": "sha256:1", "container inspect": "!No such container", "volume inspect --format {{index": "!No such volume",
+			"volume create": "wsl-gpu-hook", "volume inspect --format {{.Mountpoint}}": mp,
+			"run --rm": `!docker: Error response from daemon: error while creating mount source path '/usr/lib/wsl': mkdir /usr/lib/wsl: read-only file system.`},
+			wantErr:   "Docker Desktop's engine has no /dev/dxg or no /usr/lib/wsl: WSL gives its VM no GPU",
 			wantCalls: []string{"volume create", "run --rm", "run --rm", "volume rm"}},
 		{name: "no engine", answers: map[string]string{"info": "!Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"},
 			wantErr: "docker info: Cannot connect to the Docker daemon"},

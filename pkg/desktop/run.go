@@ -194,12 +194,14 @@ func (s Setup) print(cmds [][]string) {
 	}
 }
 
-// agentError turns what docker run says when the engine has no /dev/dxg
-// into what to do about it.
+// agentError turns what docker run says when the engine has no GPU into
+// what to do about it: no /dev/dxg to pass on, or no /usr/lib/wsl to bind
+// (docker then tries to make the bind source, which a read-only root
+// refuses).
 func agentError(err error) error {
 	msg := err.Error()
-	if strings.Contains(msg, "/dev/dxg") && strings.Contains(msg, "no such file") {
-		return &Error{Msg: "Docker Desktop's engine has no /dev/dxg: WSL gives its VM no GPU",
+	if strings.Contains(msg, wsl.Device) && strings.Contains(msg, "no such file") || strings.Contains(msg, "'"+wsl.Dir+"'") {
+		return &Error{Msg: "Docker Desktop's engine has no /dev/dxg or no /usr/lib/wsl: WSL gives its VM no GPU",
 			Fix: "check that /dev/dxg exists in your own distro (if not, WSL's GPU support is off or the Windows GPU driver is missing), run `wsl --update`, then restart Docker Desktop"}
 	}
 	var de *Error

@@ -17,15 +17,15 @@ import (
 // (../shared/reference/desktop.md): the Docker 29 daemon (moby's module)
 // in a mount namespace of its own whose root is Docker Desktop's layer (an
 // os-release that makes `docker info` say "Docker Desktop") over the
-// Debian 13 root, with a tmpfs upper layer, so every restart starts from
-// the same root; only /var/lib/docker (the data disk) is kept across
-// restarts. /dev/dxg and /usr/lib/wsl come from the simulated host, as WSL
+// Debian 13 root, read-only as LinuxKit's, with a tmpfs upper layer and a
+// tmpfs /run, so every restart starts from the same root; only
+// /var/lib/docker (the data disk) is kept across restarts. /dev/dxg and /usr/lib/wsl come from the simulated host, as WSL
 // mounts them into every distro. Nothing of the project is on its file
 // system or PATH. The user has the docker CLI (Debian 13's) and the socket
 // only, and runs as nobody.
 //
-// What it cannot follow: the LinuxKit image itself (its read-only root is
-// an overlay here), the service container dockerd runs in, Enhanced
+// What it cannot follow: the LinuxKit image itself, the service container
+// dockerd runs in, Enhanced
 // Container Isolation, settings an administrator locks, and Docker
 // Desktop's own proxy of the socket into the user's distro.
 type desktopSim struct {
@@ -94,7 +94,7 @@ func (s *desktopSim) start(t *testing.T) {
 	if !s.noGPU {
 		args = append(args, "--profile", s.profile, "--bind-host", s.host, "--folder-file", s.folders)
 	}
-	pivot := []string{s.m.pivot, "--root", s.layer + ":" + s.m.trixie, "--scratch", scratch, "--tmpfs-upper", "--private-tmp",
+	pivot := []string{s.m.pivot, "--root", s.layer + ":" + s.m.trixie, "--scratch", scratch, "--tmpfs-upper", "--private-tmp", "--read-only",
 		"--bind", filepath.Join(engineCache(), "engines"),
 		"--bind", s.data + ":/var/lib/docker", "--bind", s.sockDir + ":/run/desktop", "--",
 		"dockerd", "-H", "unix:///run/desktop/docker.sock",
@@ -336,14 +336,17 @@ func TestDockerDesktop(t *testing.T) {
 	})
 
 	t.Run("Docker Desktop restart", func(t *testing.T) {
-		// Something written to the engine's root before the restart is
-		// gone after it: the root really is reset.
-		if out, err := s.docker(t, "run", "--rm", "--network", "none", "-v", "/etc:/e", "wslgpu-test", "touch", "/e/written-before-restart"); err != nil {
-			t.Fatalf("mark the root: %v\n%s", err, out)
+		// The engine's root is read-only, and its /var/run, where the
+		// specs are, is emptied by the restart.
+		if out, err := s.docker(t, "run", "--rm", "--network", "none", "-v", "/etc:/e", "wslgpu-test", "touch", "/e/x"); err == nil || !strings.Contains(out, "Read-only file system") {
+			t.Fatalf("the engine's root is writable: %v\n%s", err, out)
+		}
+		if out, err := s.docker(t, "run", "--rm", "--network", "none", "-v", "/var/run:/r", "wslgpu-test", "touch", "/r/written-before-restart"); err != nil {
+			t.Fatalf("mark /var/run: %v\n%s", err, out)
 		}
 		s.restart(t)
-		if out, _ := s.docker(t, "run", "--rm", "--network", "none", "-v", "/etc:/e:ro", "wslgpu-test", "ls", "/e/written-before-restart"); !strings.Contains(out, "No such file") {
-			t.Fatalf("the engine's root was not reset by the restart:\n%s", out)
+		if out, _ := s.docker(t, "run", "--rm", "--network", "none", "-v", "/var/run:/r:ro", "wslgpu-test", "ls", "/r/written-before-restart"); !strings.Contains(out, "No such file") {
+			t.Fatalf("the engine's /var/run was not reset by the restart:\n%s", out)
 		}
 		// No user step: the agent starts with the engine and writes the
 		// specs again; the first GPU container may only have to wait for it.
@@ -452,7 +455,7 @@ func TestDockerDesktopRefusals(t *testing.T) {
 		load(t, s, img)
 		before := s.engineState(t)
 		out, err := s.as(t, "", "wsl-gpu-ctl", "install", "docker-desktop", "--image", img.ref)
-		want := "wsl-gpu-ctl: Docker Desktop's engine has no /dev/dxg: WSL gives its VM no GPU: check that /dev/dxg exists in your own distro"
+		want := "wsl-gpu-ctl: Docker Desktop's engine has no /dev/dxg or no /usr/lib/wsl: WSL gives its VM no GPU: check that /dev/dxg exists in your own distro"
 		if err == nil || !strings.HasPrefix(strings.TrimSpace(out), want) || strings.Count(strings.TrimSpace(out), "\n") != 0 {
 			t.Fatalf("install without /dev/dxg: %v, want one line starting %q:\n%s", err, want, out)
 		}

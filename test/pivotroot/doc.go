@@ -2,7 +2,7 @@
 // its root file system, so that release's container engines run on this
 // host. It is a test tool and is never shipped.
 //
-//	pivotroot --root DIR[:DIR]... --scratch DIR [--bind PATH|SRC:DST]... [--cgroup2] [--tmpfs-upper] [--private-tmp] -- CMD ARGS...
+//	pivotroot --root DIR[:DIR]... --scratch DIR [--bind PATH|SRC:DST]... [--cgroup2] [--tmpfs-upper] [--private-tmp] [--read-only] -- CMD ARGS...
 //
 // In a private mount namespace it mounts an overlay whose lower layer is
 // DIR (a cached root, never written) and whose upper layer lives in
@@ -18,8 +18,9 @@
 // LAYER:DIR stacks a small layer of its own over the cached root,
 // --tmpfs-upper keeps what the engine writes to its root in a tmpfs that
 // dies with it (Docker Desktop's root is reset at every start),
-// --private-tmp hides the host's /tmp, and --bind SRC:DST shows its data
-// disk at /var/lib/docker.
+// --private-tmp hides the host's /tmp, --read-only makes the root itself
+// read-only as LinuxKit's is (the mounts on it stay writable), and --bind
+// SRC:DST shows its data disk at /var/lib/docker.
 //
 // Run it under dxgsim (dxgsim ... -- pivotroot ...): the seccomp filter is
 // inherited across exec and namespaces, so the engines inside stay

@@ -36,8 +36,9 @@ func main() {
 	fs.BoolVar(&o.cgroup2, "cgroup2", false, "mount cgroup2 alone at /sys/fs/cgroup")
 	fs.BoolVar(&o.tmpfsUpper, "tmpfs-upper", false, "keep the overlay's upper layer in a tmpfs: what the command writes to its root is gone when it exits")
 	fs.BoolVar(&o.privateTmp, "private-tmp", false, "a tmpfs on /tmp instead of the host's /tmp")
+	fs.BoolVar(&o.readOnly, "read-only", false, "make the root itself read-only (the mounts on it stay as they are)")
 	if err := fs.Parse(os.Args[1:]); err != nil || fs.NArg() == 0 || root == "" || scratch == "" {
-		fmt.Fprintln(os.Stderr, "usage: pivotroot --root DIR[:DIR]... --scratch DIR [--bind PATH|SRC:DST]... [--cgroup2] [--tmpfs-upper] [--private-tmp] -- CMD ARGS...")
+		fmt.Fprintln(os.Stderr, "usage: pivotroot --root DIR[:DIR]... --scratch DIR [--bind PATH|SRC:DST]... [--cgroup2] [--tmpfs-upper] [--private-tmp] [--read-only] -- CMD ARGS...")
 		os.Exit(125)
 	}
 	if err := enter(root, scratch, binds, o); err != nil {
@@ -56,7 +57,7 @@ func main() {
 
 // options are the flags beyond the root, the scratch dir and the binds.
 type options struct {
-	cgroup2, tmpfsUpper, privateTmp bool
+	cgroup2, tmpfsUpper, privateTmp, readOnly bool
 }
 
 func enter(root, scratch string, binds []string, o options) error {
@@ -126,6 +127,11 @@ func enter(root, scratch string, binds []string, o options) error {
 		}
 		if err := unix.Mount("cgroup2", cg, "cgroup2", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 			return fmt.Errorf("mount cgroup2 on %s: %w", cg, err)
+		}
+	}
+	if o.readOnly {
+		if err := unix.Mount("", newRoot, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
+			return fmt.Errorf("make %s read-only: %w", newRoot, err)
 		}
 	}
 	// runc's way: pivot_root(".", ".") stacks the old root on the new one;
