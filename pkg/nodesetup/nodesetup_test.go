@@ -27,6 +27,12 @@ func tree(t *testing.T, root string) []string {
 	return out
 }
 
+// ourSpec is a spec file of kind as `cdi generate --hook` writes it for
+// the default hook copy: its hooks run that copy.
+func ourSpec(kind string) []byte {
+	return []byte(`{"cdiVersion": "0.5.0", "kind": "` + kind + `", "devices": [{"name": "all", "containerEdits": {"hooks": [{"hookName": "createContainer", "path": "/var/lib/wsl-gpu-hook/wsl-gpu-hook"}]}}]}`)
+}
+
 func TestApplyThenRemoveLeavesTheNodeAsItWas(t *testing.T) {
 	img := t.TempDir()
 	hook, ctl := filepath.Join(img, "wsl-gpu-hook"), filepath.Join(img, "wsl-gpu-ctl")
@@ -50,7 +56,7 @@ func TestApplyThenRemoveLeavesTheNodeAsItWas(t *testing.T) {
 			if _, err := os.Stat(f); err == nil {
 				return "", nil
 			}
-			os.WriteFile(f, []byte("{}"), 0o644)
+			os.WriteFile(f, ourSpec("wsl-gpu-hook.dev/gpu"), 0o644)
 			return "cdi: wrote " + f + "\n", nil
 		}}
 	changed, err := s.Apply()
@@ -93,7 +99,7 @@ func TestRemoveKeepsDirsItDidNotCreate(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "var/run/cdi/other.json"), []byte("{}"), 0o644)
 	s := Setup{Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook},
 		Generate: func(dir, _ string) (string, error) {
-			return "", os.WriteFile(filepath.Join(dir, "nvidia.com-gpu_wsl-gpu-hook.json"), nil, 0o644)
+			return "", os.WriteFile(filepath.Join(dir, "nvidia.com-gpu_wsl-gpu-hook.json"), ourSpec("nvidia.com/gpu"), 0o644)
 		}}
 	if _, err := s.Apply(); err != nil {
 		t.Fatal(err)
@@ -127,7 +133,7 @@ func TestRemoveTakesOnlyWhatSetupRecorded(t *testing.T) {
 	s := Setup{Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook, ctl},
 		Generate: func(dir, _ string) (string, error) {
 			f := filepath.Join(dir, "nvidia.com-gpu_wsl-gpu-hook.json")
-			return "cdi: wrote " + f + "\n", os.WriteFile(f, []byte("{}"), 0o644)
+			return "cdi: wrote " + f + "\n", os.WriteFile(f, ourSpec("nvidia.com/gpu"), 0o644)
 		}}
 	if _, err := s.Apply(); err != nil {
 		t.Fatal(err)
@@ -181,7 +187,7 @@ func TestManifestNamesFilesBeforeTheyAreWritten(t *testing.T) {
 	}
 	// The specs the generator would have written, written by a later run
 	// of a setup killed before it recorded anything new, still go.
-	os.WriteFile(filepath.Join(root, "var/run/cdi/amd.com-gpu_wsl-gpu-hook.json"), []byte("{}"), 0o644)
+	os.WriteFile(filepath.Join(root, "var/run/cdi/amd.com-gpu_wsl-gpu-hook.json"), ourSpec("amd.com/gpu"), 0o644)
 	if _, err := s.Remove(); err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +241,7 @@ func TestKeepRemovesNothingWhenItStops(t *testing.T) {
 			case calls == 6:
 				cancel()
 			}
-			return "", os.WriteFile(filepath.Join(dir, "wsl-gpu-hook.dev-gpu.json"), []byte("{}"), 0o644)
+			return "", os.WriteFile(filepath.Join(dir, "wsl-gpu-hook.dev-gpu.json"), ourSpec("wsl-gpu-hook.dev/gpu"), 0o644)
 		}}
 	var log bytes.Buffer
 	s.Keep(ctx, time.Millisecond, slog.New(slog.NewTextHandler(&log, nil)))
