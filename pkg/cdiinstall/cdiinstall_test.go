@@ -159,6 +159,9 @@ func TestUnitMatchesSpec(t *testing.T) {
 			return o
 		}()},
 		{"user", User("/home/u/bin/wsl-gpu-hook", "", "/home/u", "", "/run/user/1000")},
+		// A newline in a path must not end the ExecStart line: what
+		// followed would be a directive of its own.
+		{"a config path with a newline and a tab", System("/usr/bin/wsl-gpu-hook", "/etc/x\nExecStartPre=/bin/touch /pwned\t\x01.toml")},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
@@ -174,6 +177,9 @@ func TestUnitMatchesSpec(t *testing.T) {
 			unit, ok := planned[tt.o.UnitPath]
 			if !ok {
 				t.Fatalf("no unit planned at %s: %v", tt.o.UnitPath, paths(p))
+			}
+			if d := directives(unit); len(d["ExecStart"]) != 1 || len(d["ExecStartPre"]) != 0 {
+				t.Errorf("the unit's ExecStart is not one line:\n%s", unit)
 			}
 			argv, err := execStart(unit)
 			if err != nil {
