@@ -383,3 +383,56 @@ func keys(m map[string]string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// TestUninstallTakesOnlyItsOwn: `uninstall cdi` removes the specs and the
+// unit this binary's install wrote, and leaves those of a wsl-gpu-hook
+// installed elsewhere (the package's /usr/bin one, seen from a tarball's
+// /usr/local/bin one), which still work, saying so.
+func TestUninstallTakesOnlyItsOwn(t *testing.T) {
+	const pkgHook, tarHook = "/usr/bin/wsl-gpu-hook", "/usr/local/bin/wsl-gpu-hook"
+	root := t.TempDir()
+	installed := System(pkgHook, "")
+	installed.Prefix = root
+	p, err := Plan(installed, laptop(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := install.Apply(install.Options{Prefix: root}, p); err != nil {
+		t.Fatal(err)
+	}
+	files := func(p *install.Plan) []string {
+		var out []string
+		for _, c := range p.Changes {
+			out = append(out, c.Path)
+		}
+		sort.Strings(out)
+		return out
+	}
+	wrote := files(p)
+	for _, tt := range []struct {
+		hook     string
+		removed  []string
+		warnings int
+	}{
+		{tarHook, nil, len(wrote)},
+		{pkgHook, wrote, 0},
+	} {
+		o := System(tt.hook, "")
+		o.Prefix = root
+		p, err := Plan(o, Host{}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := files(p); !reflect.DeepEqual(got, tt.removed) {
+			t.Errorf("uninstall cdi by %s removes %v, want %v", tt.hook, got, tt.removed)
+		}
+		if len(p.Warnings) != tt.warnings {
+			t.Errorf("uninstall cdi by %s warns %q, want one line per file it leaves (%d)", tt.hook, p.Warnings, tt.warnings)
+		}
+		for _, w := range p.Warnings {
+			if !strings.Contains(w, pkgHook) || !strings.Contains(w, "stays") {
+				t.Errorf("warning %q does not say what runs the file and that it stays", w)
+			}
+		}
+	}
+}
