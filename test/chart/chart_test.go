@@ -233,3 +233,43 @@ func TestNotesWarn(t *testing.T) {
 		}
 	}
 }
+
+// TestValuesAddNoLines: a string value with a newline cannot add a key of
+// its own to what the chart renders (a `hostNetwork: true` after a
+// priorityClassName, a command after an image). Names are held to
+// Kubernetes' name rules by values.schema.json, which names the key;
+// free text is quoted.
+func TestValuesAddNoLines(t *testing.T) {
+	helm := helm(t)
+	const inject = "x\n      hostNetwork: true\n      y: z"
+	for _, tt := range []struct {
+		key   string
+		extra []string
+	}{
+		{key: "priorityClassName"},
+		{key: "serviceAccount.name"},
+		{key: "nameOverride"},
+		{key: "image.repository"},
+		{key: "runtimeClass.name", extra: []string{"runtimeClass.create=true"}},
+		{key: "runtimeClass.handler", extra: []string{"runtimeClass.create=true"}},
+		{key: "metrics.webConfigSecret"},
+	} {
+		t.Run(tt.key, func(t *testing.T) {
+			args := []string{"template", "x", chart, "--set-string", tt.key + "=" + inject}
+			for _, e := range tt.extra {
+				args = append(args, "--set", e)
+			}
+			out, err := helm(args...)
+			if err != nil {
+				if at := "at '/" + strings.ReplaceAll(tt.key, ".", "/") + "'"; !strings.Contains(err.Error(), at) {
+					t.Errorf("refused, but not naming the key (%s):\n%s", at, err)
+				}
+				return
+			}
+			if strings.Contains(out, "\n      hostNetwork: true") || strings.Contains(out, "\n      y: z") {
+				t.Errorf("the value added lines to the rendered chart:\n%s", out)
+			}
+			parse(t, out)
+		})
+	}
+}
