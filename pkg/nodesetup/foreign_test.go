@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiinstall"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
@@ -128,7 +129,7 @@ func TestAnotherInstallersSpecSurvives(t *testing.T) {
 			for _, f := range tt.before {
 				put(f)
 			}
-			s := Setup{Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook, ctl}, Generate: generator(t)}
+			s := Setup{Owner: atomicfile.Keep, Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook, ctl}, Generate: generator(t)}
 			_, err := s.Apply()
 			switch {
 			case tt.wantErr == "" && err != nil:

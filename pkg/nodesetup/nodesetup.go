@@ -41,6 +41,12 @@ type Setup struct {
 	// Generate runs `wsl-gpu-ctl cdi generate --dir DIR --hook HOOK`;
 	// nil runs the wsl-gpu-ctl among Binaries.
 	Generate func(dir, hook string) (string, error)
+	// Owner owns the hook copies and the manifest: root, the zero value,
+	// whoever runs setup. Engines run the hook copy as root, so a copy
+	// another user owned would be theirs to replace; a setup that cannot
+	// make them root's fails instead. Tests run by an ordinary user set
+	// atomicfile.Keep.
+	Owner atomicfile.Owner
 }
 
 func (s Setup) host(p string) string { return filepath.Join(s.Root, p) }
@@ -103,7 +109,7 @@ func (s Setup) record(files, dirs []string) error {
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(s.manifestPath(), append(data, '\n'), 0o644, atomicfile.Owner{}); err != nil {
+	if err := atomicfile.Write(s.manifestPath(), append(data, '\n'), 0o644, s.Owner); err != nil {
 		return fmt.Errorf("node setup: write the manifest: %w", err)
 	}
 	return nil
@@ -222,7 +228,7 @@ func (s Setup) Apply() ([]string, error) {
 		if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, data) {
 			continue
 		}
-		if err := atomicfile.Write(dst, data, 0o755, atomicfile.Owner{}); err != nil {
+		if err := atomicfile.Write(dst, data, 0o755, s.Owner); err != nil {
 			return changed, fmt.Errorf("node setup: install %s: %w", dst, err)
 		}
 		changed = append(changed, "installed "+filepath.Join(s.HookDir, filepath.Base(src)))

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
 )
 
 // tree lists every path under root, relative, sorted.
@@ -49,7 +51,7 @@ func TestApplyThenRemoveLeavesTheNodeAsItWas(t *testing.T) {
 	before := tree(t, root)
 
 	var calls []string
-	s := Setup{Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook, ctl},
+	s := Setup{Owner: atomicfile.Keep, Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook, ctl},
 		Generate: func(dir, hookPath string) (string, error) {
 			calls = append(calls, dir+" "+hookPath)
 			f := filepath.Join(dir, "wsl-gpu-hook.dev-gpu.json")
@@ -97,7 +99,7 @@ func TestRemoveKeepsDirsItDidNotCreate(t *testing.T) {
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "var/run/cdi"), 0o755)
 	os.WriteFile(filepath.Join(root, "var/run/cdi/other.json"), []byte("{}"), 0o644)
-	s := Setup{Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook},
+	s := Setup{Owner: atomicfile.Keep, Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook},
 		Generate: func(dir, _ string) (string, error) {
 			return "", os.WriteFile(filepath.Join(dir, "nvidia.com-gpu_wsl-gpu-hook.json"), ourSpec("nvidia.com/gpu"), 0o644)
 		}}
@@ -114,7 +116,7 @@ func TestRemoveKeepsDirsItDidNotCreate(t *testing.T) {
 
 func TestGenerateFailureSaysWhy(t *testing.T) {
 	root := t.TempDir()
-	s := Setup{Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir,
+	s := Setup{Owner: atomicfile.Keep, Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir,
 		Generate: func(string, string) (string, error) { return "no /dev/dxg", os.ErrNotExist }}
 	if _, err := s.Apply(); err == nil || !strings.Contains(err.Error(), "no /dev/dxg") {
 		t.Errorf("Apply = %v, want the generator's words", err)
@@ -130,7 +132,7 @@ func TestRemoveTakesOnlyWhatSetupRecorded(t *testing.T) {
 	os.WriteFile(ctl, []byte("ctl"), 0o755)
 	root := t.TempDir()
 	cdiDir := filepath.Join(root, "var/run/cdi")
-	s := Setup{Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook, ctl},
+	s := Setup{Owner: atomicfile.Keep, Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook, ctl},
 		Generate: func(dir, _ string) (string, error) {
 			f := filepath.Join(dir, "nvidia.com-gpu_wsl-gpu-hook.json")
 			return "cdi: wrote " + f + "\n", os.WriteFile(f, ourSpec("nvidia.com/gpu"), 0o644)
@@ -172,7 +174,7 @@ func TestManifestNamesFilesBeforeTheyAreWritten(t *testing.T) {
 	os.WriteFile(hook, []byte("hook"), 0o755)
 	root := t.TempDir()
 	var recorded string
-	s := Setup{Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook},
+	s := Setup{Owner: atomicfile.Keep, Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook},
 		Generate: func(dir, _ string) (string, error) {
 			data, _ := os.ReadFile(filepath.Join(root, DefaultHookDir, ManifestName))
 			recorded = string(data)
@@ -203,7 +205,7 @@ func TestRemoveReadsTheLegacyDirList(t *testing.T) {
 	os.MkdirAll(filepath.Join(root, "var/lib/wsl-gpu-hook"), 0o755)
 	os.MkdirAll(filepath.Join(root, "var/run/cdi"), 0o755)
 	os.WriteFile(filepath.Join(root, "var/lib/wsl-gpu-hook/.created-dirs"), []byte("/var/lib/wsl-gpu-hook\n/var/run/cdi\n"), 0o644)
-	s := Setup{Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir}
+	s := Setup{Owner: atomicfile.Keep, Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir}
 	if _, err := s.Remove(); err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +218,7 @@ func TestAGarbledManifestSaysWhatToDo(t *testing.T) {
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "var/lib/wsl-gpu-hook"), 0o755)
 	os.WriteFile(filepath.Join(root, "var/lib/wsl-gpu-hook", ManifestName), []byte("{"), 0o644)
-	s := Setup{Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir}
+	s := Setup{Owner: atomicfile.Keep, Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir}
 	want := "node setup: manifest /var/lib/wsl-gpu-hook/node-setup.json: unexpected end of JSON input: remove it; the next start writes it anew"
 	if _, err := s.Remove(); err == nil || err.Error() != want {
 		t.Errorf("Remove = %v, want %s", err, want)
@@ -231,8 +233,10 @@ func TestKeepRemovesNothingWhenItStops(t *testing.T) {
 	os.WriteFile(hook, []byte("hook"), 0o755)
 	root := t.TempDir()
 	calls := 0
-	ctx, cancel := context.WithCancel(context.Background())
-	s := Setup{Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook},
+	// Bounded: an Apply that fails before it generates would loop on.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := Setup{Owner: atomicfile.Keep, Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook},
 		Generate: func(dir, _ string) (string, error) {
 			calls++
 			switch {
