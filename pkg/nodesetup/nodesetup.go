@@ -41,11 +41,11 @@ type Setup struct {
 	// Generate runs `wsl-gpu-ctl cdi generate --dir DIR --hook HOOK`;
 	// nil runs the wsl-gpu-ctl among Binaries.
 	Generate func(dir, hook string) (string, error)
-	// Owner owns the hook copies and the manifest: root, the zero value,
-	// whoever runs setup. Engines run the hook copy as root, so a copy
-	// another user owned would be theirs to replace; a setup that cannot
-	// make them root's fails instead. Tests run by an ordinary user set
-	// atomicfile.Keep.
+	// Owner owns the hook copies and the manifest. The zero value is
+	// root, whoever runs setup: engines run the hook copy as root, so a
+	// copy another user owned would be theirs to replace, and a setup that
+	// cannot make it root's fails instead. Tests run by an ordinary user
+	// set atomicfile.Keep.
 	Owner atomicfile.Owner
 }
 
