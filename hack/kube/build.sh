@@ -2,7 +2,7 @@
 # Builds the test cluster's binaries once into the e2e cache and prints
 # each one's bin dir, one line per NAME (default: kube):
 #
-#   hack/kube/build.sh [kube] [release] [cni] [prometheus] [kind]
+#   hack/kube/build.sh [kube] [release] [cni] [prometheus] [kind] [helm]
 #
 # kube  one multicall `kube` (main.go: kube-apiserver, kube-scheduler,
 #       kube-controller-manager, kubelet, kube-proxy, kubeadm, kubectl, etcd,
@@ -22,6 +22,9 @@
 #       (kubeadm's CoreDNS version, with only the plugins of kubeadm's
 #       Corefile: hack/kind/coredns) and local-path-provisioner (kind's
 #       default StorageClass): $CACHE/engines/kind-v0.33.0-.../bin
+# helm  helm alone, from this directory's module (what test/chart renders the
+#       chart with; a few minutes cold, not Kubernetes' 11-21):
+#       $CACHE/engines/helm-v4.3.1-<go.sum>/bin
 # prometheus  the Prometheus server, from hack/prometheus's module, with only
 #       the Kubernetes service discovery (Debian's package has none):
 #       $CACHE/engines/prometheus-v3.16.0/bin
@@ -73,6 +76,11 @@ build_kube() {
 	for c in kube-apiserver kube-scheduler kube-controller-manager kubelet kube-proxy kubeadm kubectl etcd helm; do
 		ln -s kube "$BIN/$c"
 	done
+}
+
+build_helm() {
+	(cd "$here" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" \
+		-o "$BIN/helm" helm.sh/helm/v4/cmd/helm)
 }
 
 build_release() {
@@ -142,10 +150,11 @@ build() {
 for name in "$@"; do
 	case $name in
 	kube) build kube "kube-$KUBE_VERSION-etcd-$ETCD_VERSION-helm-$HELM_VERSION-$(sum main.go go.sum)" build_kube ;;
+	helm) build helm "helm-$HELM_VERSION-$(sum go.sum)" build_helm ;;
 	release) build release "kube-release-$KUBE_VERSION-$(sum go.sum)" build_release ;;
 	cni) build cni "cni-$CNI_VERSION-2" build_cni ;;
 	prometheus) build prometheus "prometheus-$PROM_VERSION" build_prometheus ;;
 	kind) build kind "kind-$KIND_VERSION-crictl-$CRICTL_VERSION-coredns-$COREDNS_VERSION-$(sum ../kind/coredns/main.go ../kind/coredns/go.sum)-lpp-$LPP_VERSION" build_kind ;;
-	*) die "unknown NAME $name: kube, release, cni, prometheus or kind" ;;
+	*) die "unknown NAME $name: kube, release, cni, prometheus, kind or helm" ;;
 	esac
 done

@@ -18,8 +18,56 @@ unit=wsl-gpu-hook-cdi.service
 hook=/usr/bin/wsl-gpu-hook
 bak=.wsl-gpu-hook.bak
 # DPKG_ROOT is the root dpkg works on (dpkg --root), "" for this system;
-# rpm and apk run their scripts chrooted into theirs.
+# rpm and apk run their scripts chrooted into theirs. dpkg does too, but
+# with --force-script-chrootless (mmdebstrap) the scripts run on the build
+# host: nothing of the build host is then run or changed (refresh_specs
+# runs nothing, in_root keeps every path inside the root).
 root=${DPKG_ROOT:-}
+
+# in_root PATH: the path on this system of PATH in the root the scripts
+# work on. Without DPKG_ROOT it is PATH. With it, a link of the target
+# root on the way (Debian's /var/run -> /run, any absolute link) would
+# lead out of the root into the build host's files: each link but the last
+# component is resolved inside the root, as a chroot would. The last
+# component is left as it is (the scripts test and remove links). A link
+# loop gives a path that does not exist.
+in_root() {
+	if [ -z "$root" ]; then
+		printf '%s\n' "$1"
+		return 0
+	fi
+	_done='' _rest=${1%/*} _n=0
+	_rest=${_rest#/}
+	while [ -n "$_rest" ]; do
+		_c=${_rest%%/*}
+		case $_rest in
+		*/*) _rest=${_rest#*/} ;;
+		*) _rest='' ;;
+		esac
+		case $_c in
+		'' | .) continue ;;
+		..)
+			_done=${_done%/*}
+			continue
+			;;
+		esac
+		if [ -L "$root$_done/$_c" ]; then
+			_n=$((_n + 1))
+			if [ "$_n" -gt 40 ]; then
+				_done=/.wsl-gpu-hook-link-loop _rest=''
+				break
+			fi
+			_t=$(readlink "$root$_done/$_c")
+			case $_t in
+			/*) _done='' ;;
+			esac
+			_rest=${_t#/}${_rest:+/$_rest}
+		else
+			_done=$_done/$_c
+		fi
+	done
+	printf '%s\n' "$root$_done/${1##*/}"
+}
 
 # print_commands: after a first install, the commands that wire the hook
 # into each engine.
@@ -41,18 +89,27 @@ MSG
 # wait for the next boot. Those specs are the package's own tools' files,
 # not another package's configuration: the unit install wrote in /etc names
 # the command and its options, and is what regenerates them at boot. The
-# command rewrites only files whose content changes. Specs of rootless
-# users (systemd --user units) are theirs to refresh. A failure is reported
-# and does not fail the upgrade: the unit still runs at boot.
+# command rewrites only files whose content changes. It is run only when
+# it runs this package's binary: a unit an administrator changed, or one a
+# wsl-gpu-hook installed elsewhere wrote, is started by systemd, not by a
+# package upgrade. Specs of rootless users (systemd --user units) are
+# theirs to refresh. A failure is reported and does not fail the upgrade:
+# the unit still runs at boot. Into another root (DPKG_ROOT) nothing runs:
+# the command would run on the build host, against its /dev/dxg and its
+# spec dirs; the unit does it at the root's first boot.
 refresh_specs() {
-	u=$root/etc/systemd/system/$unit
+	u=$(in_root "/etc/systemd/system/$unit")
 	[ -f "$u" ] || return 0
+	if [ -n "$root" ]; then
+		echo "wsl-gpu-hook: installed into $root: its CDI specs are regenerated at its first boot ($unit)"
+		return 0
+	fi
 	cmd=$(sed -n 's/^ExecStart=//p' "$u" | tail -n 1)
 	case $cmd in
-	"" | *[\\\"\'%\$\;*?[]*)
+	"$hook "*[\\\"\'%\$\;*?[]*)
 		# Quoted, specifier or glob characters: systemd's rules, not sh's.
 		echo "wsl-gpu-hook: refresh the CDI specs with: sudo systemctl start wsl-gpu-hook-cdi" ;;
-	*)
+	"$hook "*)
 		if [ ! -e /dev/dxg ]; then
 			echo "wsl-gpu-hook: no /dev/dxg: the CDI specs are regenerated at the next boot"
 		elif $cmd >/dev/null; then
@@ -60,6 +117,8 @@ refresh_specs() {
 		else
 			echo "wsl-gpu-hook: regenerating the CDI specs failed; run: sudo systemctl start wsl-gpu-hook-cdi" >&2
 		fi ;;
+	*)
+		echo "wsl-gpu-hook: /etc/systemd/system/$unit runs another command than $hook: refresh the CDI specs with: sudo systemctl start wsl-gpu-hook-cdi" ;;
 	esac
 }
 
@@ -77,20 +136,21 @@ refresh_specs() {
 # (`wsl-gpu-hook uninstall ENGINE` edits it).
 remove_ours() {
 	for f in /etc/docker/daemon.json /etc/containerd/config.toml; do
-		if grep -qs wsl-gpu-runtime "$root$f"; then
+		if grep -qs wsl-gpu-runtime "$(in_root "$f")"; then
 			echo "wsl-gpu-hook: $f still names wsl-gpu-runtime: run 'wsl-gpu-hook uninstall docker containerd' before removing the package, or containers using that runtime fail to start" >&2
 		fi
 	done
 
 	# The unit is ours unless `install cdi` wrote one in /etc (which wins
 	# over the shipped one) that runs another wsl-gpu-hook.
-	sys=$root/etc/systemd/system
+	sys=$(in_root /etc/systemd/system/.)
 	if [ ! -e "$sys/$unit" ] || grep -qs "^ExecStart=$hook " "$sys/$unit"; then
 		stop_unit # each format's entry script defines it
 		# What `systemctl disable` does for the unit's WantedBy= (and an
 		# administrator's add-wants), by hand: systemctl may be missing
 		# (no systemd in the root) and refuses to act on another root.
 		for l in "$sys"/*.wants/"$unit" "$sys"/*.requires/"$unit"; do
+			l=$(in_root "/etc/systemd/system/${l#"$sys/"}")
 			if [ -L "$l" ]; then
 				rm -f "$l"
 			fi
@@ -99,8 +159,9 @@ remove_ours() {
 	fi
 
 	for d in $cdi_dirs; do
+		dir=$(in_root "$d/.")
 		for n in $cdi_specs; do
-			for f in "$root$d/$n" "$root$d/$n$bak"; do
+			for f in "$dir/$n" "$dir/$n$bak"; do
 				if [ -f "$f" ] && grep -qs "\"$hook\"" "$f"; then
 					rm -f "$f"
 				fi
@@ -108,14 +169,13 @@ remove_ours() {
 		done
 		# Another producer's spec `install --nvidia-kind=ours cdi` moved
 		# aside is theirs: it stays, and the administrator hears where.
-		for f in "$root$d"/*"$bak"; do
+		for f in "$dir"/*"$bak"; do
 			n=${f##*/}
 			case " $cdi_specs " in
 			*" ${n%"$bak"} "*) continue ;;
 			esac
 			if [ -f "$f" ]; then
-				f=${f#"$root"}
-				echo "wsl-gpu-hook: $f is another producer's CDI spec that 'wsl-gpu-hook install cdi' moved aside: move it back to ${f%"$bak"} if you want it" >&2
+				echo "wsl-gpu-hook: $d/$n is another producer's CDI spec that 'wsl-gpu-hook install cdi' moved aside: move it back to $d/${n%"$bak"} if you want it" >&2
 			fi
 		done
 	done
@@ -134,14 +194,16 @@ reload_systemd() {
 # (NVIDIA's own hook is never touched).
 unlink_hook() {
 	for l in /usr/bin/nvidia-container-runtime-hook /usr/local/bin/nvidia-container-runtime-hook; do
-		if [ -L "$root$l" ] && [ "$(readlink "$root$l")" = "$hook" ]; then
-			rm -f "$root$l"
+		l=$(in_root "$l")
+		if [ -L "$l" ] && [ "$(readlink "$l")" = "$hook" ]; then
+			rm -f "$l"
 		fi
 	done
 }
 
 # purge_state: the hook's log and the SONAMEs it keeps across boots.
 purge_state() {
-	rm -f "$root/var/log/wsl-gpu-hook.log" "$root"/var/log/wsl-gpu-hook.log.*
-	rm -rf "$root/var/cache/wsl-gpu-hook"
+	log=$(in_root /var/log/.)
+	rm -f "$log/wsl-gpu-hook.log" "$log"/wsl-gpu-hook.log.*
+	rm -rf "$(in_root /var/cache/wsl-gpu-hook)"
 }

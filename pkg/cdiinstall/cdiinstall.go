@@ -2,6 +2,7 @@ package cdiinstall
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -438,10 +439,30 @@ func Plan(o Options, h Host, uninstall bool) (*install.Plan, error) {
 		return nil, err
 	}
 	if uninstall {
-		for _, f := range append(ours, o.UnitPath) {
+		// Only what this binary's install wrote: a spec under our name,
+		// or the unit, of a wsl-gpu-hook installed elsewhere (the
+		// package's beside a tarball's) still works, and stays.
+		for _, f := range ours {
+			data, err := readOptional(o.path(f))
+			if err != nil {
+				return nil, err
+			}
+			if other := otherHook(data, o.HookPath); other != "" {
+				p.Warnings = append(p.Warnings, fmt.Sprintf("%s runs another wsl-gpu-hook (%s) and stays: uninstall cdi with that one, or remove the file", f, other))
+				continue
+			}
 			if err := p.remove(o, f); err != nil {
 				return nil, err
 			}
+		}
+		data, err := readOptional(o.path(o.UnitPath))
+		if err != nil {
+			return nil, err
+		}
+		if other := unitRuns(data, o.HookPath); other != "" {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("%s runs another wsl-gpu-hook (%s) and stays: uninstall cdi with that one, or disable and remove the unit", o.UnitPath, other))
+		} else if err := p.remove(o, o.UnitPath); err != nil {
+			return nil, err
 		}
 		p.Next = "disable the refresh: " + systemctl(o) + " disable " + UnitName
 		return p.Plan, nil
@@ -518,6 +539,57 @@ func readOptional(p string) ([]byte, error) {
 		data = []byte{}
 	}
 	return data, nil
+}
+
+// otherHook is what a spec file's hooks run when that is not (only) hook:
+// "" when every hook runs hook, the first other path otherwise, and
+// "(no hook)" for a file that is no spec or runs none.
+func otherHook(data []byte, hook string) string {
+	var spec cdi.Spec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return "(no hook)"
+	}
+	edits := []cdi.ContainerEdits{spec.ContainerEdits}
+	for _, d := range spec.Devices {
+		edits = append(edits, d.ContainerEdits)
+	}
+	n := 0
+	for _, e := range edits {
+		for _, h := range e.Hooks {
+			if h == nil {
+				continue
+			}
+			if h.Path != hook {
+				return h.Path
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return "(no hook)"
+	}
+	return ""
+}
+
+// unitRuns is what a unit file's ExecStart runs when that is not hook as
+// Unit writes it: "" for no file or hook, the ExecStart's first word
+// otherwise.
+func unitRuns(unit []byte, hook string) string {
+	for _, line := range strings.Split(string(unit), "\n") {
+		if rest, ok := strings.CutPrefix(line, "ExecStart="); ok {
+			if strings.HasPrefix(rest, quote(hook)+" ") {
+				return ""
+			}
+			if first, _, _ := strings.Cut(rest, " "); first != "" {
+				return first
+			}
+			return "(nothing)"
+		}
+	}
+	if len(unit) > 0 {
+		return "(no ExecStart)"
+	}
+	return ""
 }
 
 // SpecNames are the file names of ours in a CDI directory, current and

@@ -159,6 +159,9 @@ func TestUnitMatchesSpec(t *testing.T) {
 			return o
 		}()},
 		{"user", User("/home/u/bin/wsl-gpu-hook", "", "/home/u", "", "/run/user/1000")},
+		// A newline in a path must not end the ExecStart line: what
+		// followed would be a directive of its own.
+		{"a config path with a newline and a tab", System("/usr/bin/wsl-gpu-hook", "/etc/x\nExecStartPre=/bin/touch /pwned\t\x01.toml")},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
@@ -174,6 +177,9 @@ func TestUnitMatchesSpec(t *testing.T) {
 			unit, ok := planned[tt.o.UnitPath]
 			if !ok {
 				t.Fatalf("no unit planned at %s: %v", tt.o.UnitPath, paths(p))
+			}
+			if d := directives(unit); len(d["ExecStart"]) != 1 || len(d["ExecStartPre"]) != 0 {
+				t.Errorf("the unit's ExecStart is not one line:\n%s", unit)
 			}
 			argv, err := execStart(unit)
 			if err != nil {
@@ -376,4 +382,57 @@ func keys(m map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestUninstallTakesOnlyItsOwn: `uninstall cdi` removes the specs and the
+// unit this binary's install wrote, and leaves those of a wsl-gpu-hook
+// installed elsewhere (the package's /usr/bin one, seen from a tarball's
+// /usr/local/bin one), which still work, saying so.
+func TestUninstallTakesOnlyItsOwn(t *testing.T) {
+	const pkgHook, tarHook = "/usr/bin/wsl-gpu-hook", "/usr/local/bin/wsl-gpu-hook"
+	root := t.TempDir()
+	installed := System(pkgHook, "")
+	installed.Prefix = root
+	p, err := Plan(installed, laptop(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := install.Apply(install.Options{Prefix: root}, p); err != nil {
+		t.Fatal(err)
+	}
+	files := func(p *install.Plan) []string {
+		var out []string
+		for _, c := range p.Changes {
+			out = append(out, c.Path)
+		}
+		sort.Strings(out)
+		return out
+	}
+	wrote := files(p)
+	for _, tt := range []struct {
+		hook     string
+		removed  []string
+		warnings int
+	}{
+		{tarHook, nil, len(wrote)},
+		{pkgHook, wrote, 0},
+	} {
+		o := System(tt.hook, "")
+		o.Prefix = root
+		p, err := Plan(o, Host{}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := files(p); !reflect.DeepEqual(got, tt.removed) {
+			t.Errorf("uninstall cdi by %s removes %v, want %v", tt.hook, got, tt.removed)
+		}
+		if len(p.Warnings) != tt.warnings {
+			t.Errorf("uninstall cdi by %s warns %q, want one line per file it leaves (%d)", tt.hook, p.Warnings, tt.warnings)
+		}
+		for _, w := range p.Warnings {
+			if !strings.Contains(w, pkgHook) || !strings.Contains(w, "stays") {
+				t.Errorf("warning %q does not say what runs the file and that it stays", w)
+			}
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package cdiinstall
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
@@ -43,12 +44,42 @@ func Unit(o Options) string {
 }
 
 // quote writes one ExecStart word as systemd reads it back: plain when it
-// has no space, quote, backslash, specifier (%) or variable ($), else
-// double-quoted with those escaped.
+// has no space, quote, backslash, specifier (%), variable ($) or control
+// character, else double-quoted with those escaped. A control character
+// is a C escape (systemd.syntax(7)): a raw newline would end the
+// ExecStart line, and what followed it in a path (a --config FILE) would
+// be a directive of its own.
 func quote(s string) string {
-	if s != "" && !strings.ContainsAny(s, " \t\"'\\%$;") {
+	plain := s != ""
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c == 0x7f || strings.IndexByte("\"'\\%$;", c) >= 0 {
+			plain = false
+			break
+		}
+	}
+	if plain {
 		return s
 	}
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, `%`, `%%`, `$`, `$$`)
-	return `"` + r.Replace(s) + `"`
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\' || c == '"':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c == '%' || c == '$':
+			b.WriteByte(c)
+			b.WriteByte(c)
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c < ' ' || c == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }

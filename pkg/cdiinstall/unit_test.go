@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -31,7 +32,21 @@ func execStart(unit string) ([]string, error) {
 				switch {
 				case rest[i] == '\\' && i+1 < len(rest):
 					i++
-					b.WriteByte(rest[i])
+					switch rest[i] {
+					case 'n':
+						b.WriteByte('\n')
+					case 't':
+						b.WriteByte('\t')
+					case 'x':
+						n, err := strconv.ParseUint(rest[i+1:min(i+3, len(rest))], 16, 8)
+						if err != nil {
+							return nil, fmt.Errorf("bad \\x escape in ExecStart: %s", line)
+						}
+						b.WriteByte(byte(n))
+						i += 2
+					default:
+						b.WriteByte(rest[i])
+					}
 				case (rest[i] == '%' || rest[i] == '$') && i+1 < len(rest) && rest[i+1] == rest[i]:
 					i++
 					b.WriteByte(rest[i])

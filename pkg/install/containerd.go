@@ -81,6 +81,11 @@ func containerdConfig(old []byte, o Options, uninstall bool) ([]byte, []string, 
 		if !had {
 			return old, nil, nil
 		}
+		// A block another wsl-gpu-hook's install wrote (the package's
+		// beside a tarball's) runs its wrapper, which still works.
+		if other := blockWrapper(old); other != "" && other != filepath.Join(o.BinDir, wrapperName) {
+			return old, []string{fmt.Sprintf("%s: wsl-gpu-hook's block runs %s, another wsl-gpu-hook's, and stays: uninstall containerd with that one, or remove the block by hand", containerdCfg, other)}, nil
+		}
 		return rest, nil, nil
 	}
 
@@ -121,6 +126,22 @@ func containerdConfig(old []byte, o Options, uninstall bool) ([]byte, []string, 
 		return nil, nil, fmt.Errorf("%s: with the handler appended the file does not parse (%v): add the wsl-gpu handler by hand where the file defines its runtimes", containerdCfg, err)
 	}
 	return updated, warnings, nil
+}
+
+// blockWrapper is the BinaryName of the wsl-gpu handler in a config.toml
+// that holds wsl-gpu-hook's block, under whichever CRI plugin it is; ""
+// when the file does not parse or names none.
+func blockWrapper(data []byte) string {
+	var cfg map[string]any
+	if toml.Unmarshal(data, &cfg) != nil {
+		return ""
+	}
+	for _, plugin := range criPlugin {
+		if b, ok := lookup(cfg, "plugins", plugin, "containerd", "runtimes", runtimeName, "options")["BinaryName"].(string); ok {
+			return b
+		}
+	}
+	return ""
 }
 
 // configVersion reads the top-level version key. fresh means the file

@@ -262,3 +262,32 @@ func TestContainerdMatchesShippedFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestContainerdUninstallLeavesAnotherInstallsBlock: the block another
+// wsl-gpu-hook's install wrote (its wrapper in /usr/bin, seen by a
+// /usr/local/bin one) still works: uninstall leaves it, and says so.
+func TestContainerdUninstallLeavesAnotherInstallsBlock(t *testing.T) {
+	o := testOptions(t)
+	theirs := o
+	theirs.BinDir, theirs.HookPath = "/usr/bin", "/usr/bin/wsl-gpu-hook"
+	run(t, theirs, Containerd, false)
+	orig := read(t, o, containerdCfg)
+	p, err := Containerd(o, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Changes) != 0 {
+		t.Errorf("uninstall by %s changes %v", wrapper, p.Changes)
+	}
+	want := "/etc/containerd/config.toml: wsl-gpu-hook's block runs /usr/bin/wsl-gpu-runtime, another wsl-gpu-hook's, and stays: uninstall containerd with that one, or remove the block by hand"
+	if len(p.Warnings) != 1 || p.Warnings[0] != want {
+		t.Errorf("warnings %q, want %q", p.Warnings, want)
+	}
+	if got := read(t, o, containerdCfg); !bytes.Equal(got, orig) {
+		t.Error("config.toml changed")
+	}
+	// The install that wrote it takes it.
+	if p := run(t, theirs, Containerd, true); len(p.Warnings) != 0 {
+		t.Errorf("uninstall by the block's own install warns %q", p.Warnings)
+	}
+}

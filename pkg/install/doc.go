@@ -23,7 +23,9 @@
 //     as text, laid out like its neighbours, so every other byte of the
 //     file stays as it was and install followed by uninstall gives the
 //     original bytes back. default-runtime is never set. A file install
-//     created is left as "{}" by uninstall.
+//     created is left as "{}" by uninstall. Uninstall removes the member
+//     only while its path is BinDir's wrapper: another wsl-gpu-hook's (the
+//     package's beside a tarball's) stays, with a warning.
 //   - /usr/share/containers/oci/hooks.d/wsl-gpu-hook.json: the whole file.
 //   - /etc/containerd/config.toml: one block between a "# BEGIN
 //     wsl-gpu-hook" and a "# END wsl-gpu-hook" line, appended at the end,
@@ -32,6 +34,8 @@
 //     2.x; an empty or missing file gets version = 2 inside the block).
 //     The rest of the file (keys, comments, formatting) is only checked,
 //     never re-encoded. A file install created is removed by uninstall.
+//     Uninstall leaves a block whose handler runs another wsl-gpu-hook's
+//     wrapper, with a warning.
 //
 // It never touches anything else: no other daemon.json key, no other
 // runtime, no other hooks.d file, no containerd table outside the block,

@@ -56,7 +56,11 @@ func Docker(o Options, uninstall bool) (*Plan, error) {
 	} else {
 		var updated []byte
 		if uninstall {
-			updated, err = removeDockerRuntime(daemonJSON, old)
+			var other string
+			updated, other, err = removeDockerRuntime(daemonJSON, old, filepath.Join(o.BinDir, wrapperName))
+			if other != "" {
+				p.Warnings = append(p.Warnings, fmt.Sprintf("%s: the %s runtime runs %s, another wsl-gpu-hook's, and stays: uninstall docker with that one, or remove it by hand", daemonJSON, runtimeName, other))
+			}
 		} else {
 			updated, err = addDockerRuntime(daemonJSON, old, filepath.Join(o.BinDir, wrapperName))
 		}
@@ -201,32 +205,43 @@ func addDockerRuntime(name string, data []byte, wrapper string) ([]byte, error) 
 }
 
 // removeDockerRuntime returns daemon.json without runtimes["wsl-gpu"],
-// and without "runtimes" when nothing else is left in it.
-func removeDockerRuntime(name string, data []byte) ([]byte, error) {
+// and without "runtimes" when nothing else is left in it. An entry whose
+// path is not wrapper is another wsl-gpu-hook's (the package's beside a
+// tarball's), which still works: it stays, and its path is returned.
+func removeDockerRuntime(name string, data []byte, wrapper string) ([]byte, string, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return data, nil
+		return data, "", nil
 	}
 	d, err := parseJSONDoc(name, data)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	rt, ok, err := d.lookup(d.top, "runtimes", true)
 	if err != nil || !ok {
-		return data, err
+		return data, "", err
 	}
 	runtimes, err := d.runtimes(rt)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	_, ok, err = d.lookup(runtimes, runtimeName, false)
+	m, ok, err := d.lookup(runtimes, runtimeName, false)
 	if err != nil || !ok {
-		return data, err
+		return data, "", err
+	}
+	var have struct {
+		Path string `json:"path"`
+	}
+	if json.Unmarshal(data[m.valueStart:m.valueEnd], &have) != nil || have.Path != wrapper {
+		if have.Path == "" {
+			have.Path = "(no path)"
+		}
+		return data, have.Path, nil
 	}
 	if len(runtimes.members) == 1 {
-		return d.removeMember(d.top, slices.IndexFunc(d.top.members, func(m jsonMember) bool { return m.keyStart == rt.keyStart })), nil
+		return d.removeMember(d.top, slices.IndexFunc(d.top.members, func(m jsonMember) bool { return m.keyStart == rt.keyStart })), "", nil
 	}
 	i := slices.IndexFunc(runtimes.members, func(m jsonMember) bool { return m.key == runtimeName })
-	return d.removeMember(runtimes, i), nil
+	return d.removeMember(runtimes, i), "", nil
 }
 
 // runtimes parses the value of the "runtimes" member.

@@ -264,3 +264,26 @@ func TestDockerWarnsBinDirOffPath(t *testing.T) {
 		t.Errorf("daemon.json does not name the wrapper in BinDir:\n%s", p.Changes[2].New)
 	}
 }
+
+// TestDockerUninstallLeavesAnotherInstallsRuntime: daemon.json's wsl-gpu
+// runtime that another wsl-gpu-hook's install wrote (the package's
+// /usr/bin wrapper, seen by a /usr/local/bin one) still works: uninstall
+// leaves it, and says so.
+func TestDockerUninstallLeavesAnotherInstallsRuntime(t *testing.T) {
+	o := testOptions(t)
+	orig := []byte("{\n  \"runtimes\": {\n    \"wsl-gpu\": {\n      \"path\": \"/usr/bin/wsl-gpu-runtime\"\n    }\n  }\n}\n")
+	write(t, o, daemonJSON, orig)
+	p, err := Docker(o, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range p.Changes {
+		if c.Path == daemonJSON {
+			t.Errorf("uninstall by %s changes daemon.json:\n%s", wrapper, c.New)
+		}
+	}
+	want := "/etc/docker/daemon.json: the wsl-gpu runtime runs /usr/bin/wsl-gpu-runtime, another wsl-gpu-hook's, and stays: uninstall docker with that one, or remove it by hand"
+	if len(p.Warnings) != 1 || p.Warnings[0] != want {
+		t.Errorf("warnings %q, want %q", p.Warnings, want)
+	}
+}

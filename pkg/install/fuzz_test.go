@@ -55,7 +55,7 @@ func FuzzDockerRuntime(f *testing.F) {
 		if err != nil || !bytes.Equal(again, added) {
 			t.Fatalf("second install changed %q to %q (%v)", added, again, err)
 		}
-		removed, err := removeDockerRuntime("f", added)
+		removed, _, err := removeDockerRuntime("f", added, wrapper)
 		if err != nil {
 			t.Fatal(err)
 		}

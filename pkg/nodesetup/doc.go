@@ -21,4 +21,12 @@
 // half-way leaves nothing unrecorded; it only ever grows, so a file written
 // under an older version's name or into a directory an upgrade no longer
 // uses is still removed at the uninstall, where it is still mounted.
+//
+// A spec file is setup's only while its hooks run the hook copy (what `cdi
+// generate --hook` writes for it): a file under one of its names that
+// another installer wrote (the host package's `install cdi` writing into
+// the same CDI dir) is not recorded, and stops the regeneration that
+// would overwrite it; a recorded name whose file another installer wrote
+// since is left by Remove. The hook dir is setup's alone: its files go by
+// name.
 package nodesetup

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	cdi "tags.cncf.io/container-device-interface/specs-go"
+
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
 )
@@ -39,6 +41,12 @@ type Setup struct {
 	// Generate runs `wsl-gpu-ctl cdi generate --dir DIR --hook HOOK`;
 	// nil runs the wsl-gpu-ctl among Binaries.
 	Generate func(dir, hook string) (string, error)
+	// Owner owns the hook copies and the manifest. The zero value is
+	// root, whoever runs setup: engines run the hook copy as root, so a
+	// copy another user owned would be theirs to replace, and a setup that
+	// cannot make it root's fails instead. Tests run by an ordinary user
+	// set atomicfile.Keep.
+	Owner atomicfile.Owner
 }
 
 func (s Setup) host(p string) string { return filepath.Join(s.Root, p) }
@@ -101,7 +109,7 @@ func (s Setup) record(files, dirs []string) error {
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(s.manifestPath(), append(data, '\n'), 0o644, atomicfile.Owner{}); err != nil {
+	if err := atomicfile.Write(s.manifestPath(), append(data, '\n'), 0o644, s.Owner); err != nil {
 		return fmt.Errorf("node setup: write the manifest: %w", err)
 	}
 	return nil
@@ -117,9 +125,81 @@ func (s Setup) specFiles() []string {
 	return out
 }
 
+// ForeignSpecError is a spec file in the CDI dir under one of the names
+// setup writes that another installer wrote (the host package's `install
+// cdi`, a wsl-gpu-hook elsewhere): its hooks run another binary than the
+// hook copy. Setup neither overwrites nor records it, so the uninstall
+// leaves it too.
+type ForeignSpecError struct {
+	File string // node path
+	Hook string // what its hooks run ("" when it is not a spec of ours at all)
+}
+
+func (e *ForeignSpecError) Error() string {
+	what := "is not a spec of this node setup"
+	if e.Hook != "" {
+		what = "is another installation's CDI spec (its hooks run " + e.Hook + ")"
+	}
+	return fmt.Sprintf("node setup: %s %s: left as it is and no spec written; remove it if that installation is gone, or set nodeSetup.cdiDir to another CDI dir", e.File, what)
+}
+
+// owns says whether data, a spec file's content, is this setup's: a CDI
+// spec whose every hook runs the hook copy. That is what `cdi generate
+// --hook HookPath()` writes, and nothing another installer writes: the
+// host package's and the tarball's specs run their own binaries. It
+// returns what a foreign spec's hooks run, for the error.
+func (s Setup) owns(data []byte) (bool, string) {
+	var spec cdi.Spec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return false, ""
+	}
+	edits := []cdi.ContainerEdits{spec.ContainerEdits}
+	for _, d := range spec.Devices {
+		edits = append(edits, d.ContainerEdits)
+	}
+	other, n := "", 0
+	for _, e := range edits {
+		for _, h := range e.Hooks {
+			if h == nil {
+				continue
+			}
+			n++
+			if h.Path != s.HookPath() && other == "" {
+				other = h.Path
+			}
+		}
+	}
+	return n > 0 && other == "", other
+}
+
+// claim returns the spec files setup may write: each one absent or
+// already its own. A spec file under one of its names that another
+// installer wrote is a ForeignSpecError: `cdi generate` would overwrite
+// it, and the uninstall would then remove it.
+func (s Setup) claim() ([]string, error) {
+	var mine []string
+	for _, f := range s.specFiles() {
+		data, err := os.ReadFile(s.host(f))
+		if errors.Is(err, os.ErrNotExist) {
+			mine = append(mine, f)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("node setup: %w", err)
+		}
+		if ok, hook := s.owns(data); !ok {
+			return nil, &ForeignSpecError{File: f, Hook: hook}
+		}
+		mine = append(mine, f)
+	}
+	return mine, nil
+}
+
 // Apply copies the binaries when they differ from the node's copies and
 // regenerates the specs (written only when they change), having recorded
-// every name it may write. It returns one line per change.
+// every name it may write. A spec file of another installer under one of
+// those names stops the regeneration (a ForeignSpecError), so it is never
+// overwritten or recorded. It returns one line per change.
 func (s Setup) Apply() ([]string, error) {
 	var changed []string
 	if err := s.mkdir(s.HookDir); err != nil {
@@ -128,11 +208,15 @@ func (s Setup) Apply() ([]string, error) {
 	if err := s.mkdir(s.CDIDir); err != nil {
 		return nil, err
 	}
-	files := s.specFiles()
+	var files []string
 	for _, b := range s.Binaries {
 		files = append(files, filepath.Join(s.HookDir, filepath.Base(b)))
 	}
-	if err := s.record(files, nil); err != nil {
+	specs, foreign := s.claim()
+	if foreign != nil && !errors.As(foreign, new(*ForeignSpecError)) {
+		return nil, foreign
+	}
+	if err := s.record(append(specs, files...), nil); err != nil {
 		return nil, err
 	}
 	for _, src := range s.Binaries {
@@ -144,10 +228,13 @@ func (s Setup) Apply() ([]string, error) {
 		if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, data) {
 			continue
 		}
-		if err := atomicfile.Write(dst, data, 0o755, atomicfile.Owner{}); err != nil {
+		if err := atomicfile.Write(dst, data, 0o755, s.Owner); err != nil {
 			return changed, fmt.Errorf("node setup: install %s: %w", dst, err)
 		}
 		changed = append(changed, "installed "+filepath.Join(s.HookDir, filepath.Base(src)))
+	}
+	if foreign != nil {
+		return changed, foreign
 	}
 	gen := s.Generate
 	if gen == nil {
@@ -222,7 +309,7 @@ func (s Setup) Keep(ctx context.Context, interval time.Duration, log *slog.Logge
 }
 
 // Remove takes away what setup recorded writing: the files in the
-// manifest, then the directories it created (deepest first) when empty,
+// manifest (a spec only while it is still setup's own, see owns), then the directories it created (deepest first) when empty,
 // then the manifest. It is for the chart's uninstall only. It returns one
 // line per removal.
 func (s Setup) Remove() ([]string, error) {
@@ -236,6 +323,22 @@ func (s Setup) Remove() ([]string, error) {
 	var removed []string
 	var errs []error
 	for _, f := range m.Files {
+		// A spec name recorded (by this version or an older one, which
+		// recorded every name it might write) whose file another
+		// installer wrote since stays: only the hook dir is setup's alone.
+		if filepath.Dir(f) != filepath.Clean(s.HookDir) {
+			data, err := os.ReadFile(s.host(f))
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if ok, _ := s.owns(data); !ok {
+				continue
+			}
+		}
 		if err := os.Remove(s.host(f)); err == nil {
 			removed = append(removed, "removed "+f)
 		} else if !errors.Is(err, os.ErrNotExist) {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
 )
 
 // tree lists every path under root, relative, sorted.
@@ -25,6 +27,12 @@ func tree(t *testing.T, root string) []string {
 		return nil
 	})
 	return out
+}
+
+// ourSpec is a spec file of kind as `cdi generate --hook` writes it for
+// the default hook copy: its hooks run that copy.
+func ourSpec(kind string) []byte {
+	return []byte(`{"cdiVersion": "0.5.0", "kind": "` + kind + `", "devices": [{"name": "all", "containerEdits": {"hooks": [{"hookName": "createContainer", "path": "/var/lib/wsl-gpu-hook/wsl-gpu-hook"}]}}]}`)
 }
 
 func TestApplyThenRemoveLeavesTheNodeAsItWas(t *testing.T) {
@@ -43,14 +51,14 @@ func TestApplyThenRemoveLeavesTheNodeAsItWas(t *testing.T) {
 	before := tree(t, root)
 
 	var calls []string
-	s := Setup{Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook, ctl},
+	s := Setup{Owner: atomicfile.Keep, Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook, ctl},
 		Generate: func(dir, hookPath string) (string, error) {
 			calls = append(calls, dir+" "+hookPath)
 			f := filepath.Join(dir, "wsl-gpu-hook.dev-gpu.json")
 			if _, err := os.Stat(f); err == nil {
 				return "", nil
 			}
-			os.WriteFile(f, []byte("{}"), 0o644)
+			os.WriteFile(f, ourSpec("wsl-gpu-hook.dev/gpu"), 0o644)
 			return "cdi: wrote " + f + "\n", nil
 		}}
 	changed, err := s.Apply()
@@ -91,9 +99,9 @@ func TestRemoveKeepsDirsItDidNotCreate(t *testing.T) {
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "var/run/cdi"), 0o755)
 	os.WriteFile(filepath.Join(root, "var/run/cdi/other.json"), []byte("{}"), 0o644)
-	s := Setup{Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook},
+	s := Setup{Owner: atomicfile.Keep, Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook},
 		Generate: func(dir, _ string) (string, error) {
-			return "", os.WriteFile(filepath.Join(dir, "nvidia.com-gpu_wsl-gpu-hook.json"), nil, 0o644)
+			return "", os.WriteFile(filepath.Join(dir, "nvidia.com-gpu_wsl-gpu-hook.json"), ourSpec("nvidia.com/gpu"), 0o644)
 		}}
 	if _, err := s.Apply(); err != nil {
 		t.Fatal(err)
@@ -108,7 +116,7 @@ func TestRemoveKeepsDirsItDidNotCreate(t *testing.T) {
 
 func TestGenerateFailureSaysWhy(t *testing.T) {
 	root := t.TempDir()
-	s := Setup{Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir,
+	s := Setup{Owner: atomicfile.Keep, Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir,
 		Generate: func(string, string) (string, error) { return "no /dev/dxg", os.ErrNotExist }}
 	if _, err := s.Apply(); err == nil || !strings.Contains(err.Error(), "no /dev/dxg") {
 		t.Errorf("Apply = %v, want the generator's words", err)
@@ -124,10 +132,10 @@ func TestRemoveTakesOnlyWhatSetupRecorded(t *testing.T) {
 	os.WriteFile(ctl, []byte("ctl"), 0o755)
 	root := t.TempDir()
 	cdiDir := filepath.Join(root, "var/run/cdi")
-	s := Setup{Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook, ctl},
+	s := Setup{Owner: atomicfile.Keep, Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook, ctl},
 		Generate: func(dir, _ string) (string, error) {
 			f := filepath.Join(dir, "nvidia.com-gpu_wsl-gpu-hook.json")
-			return "cdi: wrote " + f + "\n", os.WriteFile(f, []byte("{}"), 0o644)
+			return "cdi: wrote " + f + "\n", os.WriteFile(f, ourSpec("nvidia.com/gpu"), 0o644)
 		}}
 	if _, err := s.Apply(); err != nil {
 		t.Fatal(err)
@@ -166,7 +174,7 @@ func TestManifestNamesFilesBeforeTheyAreWritten(t *testing.T) {
 	os.WriteFile(hook, []byte("hook"), 0o755)
 	root := t.TempDir()
 	var recorded string
-	s := Setup{Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook},
+	s := Setup{Owner: atomicfile.Keep, Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook},
 		Generate: func(dir, _ string) (string, error) {
 			data, _ := os.ReadFile(filepath.Join(root, DefaultHookDir, ManifestName))
 			recorded = string(data)
@@ -181,7 +189,7 @@ func TestManifestNamesFilesBeforeTheyAreWritten(t *testing.T) {
 	}
 	// The specs the generator would have written, written by a later run
 	// of a setup killed before it recorded anything new, still go.
-	os.WriteFile(filepath.Join(root, "var/run/cdi/amd.com-gpu_wsl-gpu-hook.json"), []byte("{}"), 0o644)
+	os.WriteFile(filepath.Join(root, "var/run/cdi/amd.com-gpu_wsl-gpu-hook.json"), ourSpec("amd.com/gpu"), 0o644)
 	if _, err := s.Remove(); err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +205,7 @@ func TestRemoveReadsTheLegacyDirList(t *testing.T) {
 	os.MkdirAll(filepath.Join(root, "var/lib/wsl-gpu-hook"), 0o755)
 	os.MkdirAll(filepath.Join(root, "var/run/cdi"), 0o755)
 	os.WriteFile(filepath.Join(root, "var/lib/wsl-gpu-hook/.created-dirs"), []byte("/var/lib/wsl-gpu-hook\n/var/run/cdi\n"), 0o644)
-	s := Setup{Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir}
+	s := Setup{Owner: atomicfile.Keep, Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir}
 	if _, err := s.Remove(); err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +218,7 @@ func TestAGarbledManifestSaysWhatToDo(t *testing.T) {
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "var/lib/wsl-gpu-hook"), 0o755)
 	os.WriteFile(filepath.Join(root, "var/lib/wsl-gpu-hook", ManifestName), []byte("{"), 0o644)
-	s := Setup{Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir}
+	s := Setup{Owner: atomicfile.Keep, Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir}
 	want := "node setup: manifest /var/lib/wsl-gpu-hook/node-setup.json: unexpected end of JSON input: remove it; the next start writes it anew"
 	if _, err := s.Remove(); err == nil || err.Error() != want {
 		t.Errorf("Remove = %v, want %s", err, want)
@@ -225,8 +233,10 @@ func TestKeepRemovesNothingWhenItStops(t *testing.T) {
 	os.WriteFile(hook, []byte("hook"), 0o755)
 	root := t.TempDir()
 	calls := 0
-	ctx, cancel := context.WithCancel(context.Background())
-	s := Setup{Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook},
+	// Bounded: an Apply that fails before it generates would loop on.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := Setup{Owner: atomicfile.Keep, Root: root, HookDir: DefaultHookDir, CDIDir: DefaultCDIDir, Binaries: []string{hook},
 		Generate: func(dir, _ string) (string, error) {
 			calls++
 			switch {
@@ -235,7 +245,7 @@ func TestKeepRemovesNothingWhenItStops(t *testing.T) {
 			case calls == 6:
 				cancel()
 			}
-			return "", os.WriteFile(filepath.Join(dir, "wsl-gpu-hook.dev-gpu.json"), []byte("{}"), 0o644)
+			return "", os.WriteFile(filepath.Join(dir, "wsl-gpu-hook.dev-gpu.json"), ourSpec("wsl-gpu-hook.dev/gpu"), 0o644)
 		}}
 	var log bytes.Buffer
 	s.Keep(ctx, time.Millisecond, slog.New(slog.NewTextHandler(&log, nil)))
