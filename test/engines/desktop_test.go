@@ -166,15 +166,7 @@ func (s *desktopSim) as(t *testing.T, stdin string, name string, args ...string)
 	cmd := exec.Command(path, args...)
 	cmd.Env = s.user
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	if stdin != "" {
-		f, err := os.Open(stdin)
-		if err != nil {
-			return "", err
-		}
-		defer f.Close()
-		cmd.Stdin = f
-	}
-	return runBounded(cmd)
+	return runBoundedIn(cmd, stdin)
 }
 
 // lookIn finds name in the PATH list p.

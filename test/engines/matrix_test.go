@@ -248,6 +248,12 @@ func (d *daemon) exec(t *testing.T, stdin string, args ...string) (string, error
 	}
 	cmd := exec.Command("nsenter", append([]string{"--mount=/proc/" + strconv.Itoa(pid) + "/ns/mnt", "--"}, args...)...)
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"}
+	return runBoundedIn(cmd, stdin)
+}
+
+// runBoundedIn is runBounded with standard input from the file stdin, if
+// it is not "".
+func runBoundedIn(cmd *exec.Cmd, stdin string) (string, error) {
 	if stdin != "" {
 		f, err := os.Open(stdin)
 		if err != nil {
