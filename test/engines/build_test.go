@@ -1,0 +1,342 @@
+package engines
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// GPU in `docker build`: a Dockerfile's RUN --device=<CDI name> step gets
+// the GPU through the engine's own builder (BuildKit inside dockerd, which
+// reads the engine's CDI specs since moby 28.3), with the project's specs.
+// `docker build` is buildx (the docker CLI plugin, as Docker Desktop and
+// docker-ce ship it); without it the CLI falls back to the legacy builder,
+// which has no RUN --device.
+
+// frontendRef is the `# syntax=` reference the local registry serves the
+// labs Dockerfile frontend under.
+const frontendRef = "wsl-gpu-hook/dockerfile:labs"
+
+// buildCase is one Dockerfile build and what its RUN step must see.
+type buildCase struct {
+	name    string
+	device  string   // RUN --device=; "" asks for none
+	allow   bool     // docker build --allow device
+	folders []string // driver folders the step must see (nil: no GPU at all)
+	fail    string   // the build must fail with this; "" it must succeed
+}
+
+// gpuBuildCases are the builds every engine must get right on the
+// nvidia-laptop profile: each vendor kind by its CDI name, none without a
+// device, and none without the device entitlement (the project's specs do
+// not auto-allow, so `--allow device` is the user's consent).
+func gpuBuildCases(e *env) []buildCase {
+	return []buildCase{
+		{name: "nvidia.com/gpu=all", device: "nvidia.com/gpu=all", allow: true, folders: []string{e.nvidia}},
+		{name: "wsl-gpu-hook.dev/gpu=intel", device: "wsl-gpu-hook.dev/gpu=intel", allow: true, folders: []string{e.intel}},
+		{name: "no device", allow: true},
+		{name: "no --allow device", device: "nvidia.com/gpu=all",
+			fail: "device nvidia.com/gpu=all is requested by the build but not allowed"},
+	}
+}
+
+// buildStep is what the RUN step runs: the container check, each line
+// marked so it can be told from BuildKit's own progress lines.
+const buildStep = `{
+[ -e /dev/dxg ] && echo dxg-present || echo dxg-absent
+[ -e /usr/lib/wsl ] && echo wsl-present || echo wsl-absent
+if [ -e /dev/dxg ]; then ` + "\n" + inside + `fi
+} 2>&1 | sed 's/^/gpu-step: /'
+`
+
+// checkGPUBuilds builds each case with docker, a docker CLI whose `build`
+// is buildx, and checks what the RUN step saw. syntax is the `# syntax=`
+// frontend image ("": the daemon's built-in Dockerfile frontend); base is
+// the image the Dockerfile starts FROM (it has cudaprobe). The build
+// context is written under os.TempDir(): the CLI must see that path.
+func checkGPUBuilds(t *testing.T, docker func(args ...string) (string, error), e *env, syntax, base string, cases []buildCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir, err := os.MkdirTemp("", "wgm-build-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(dir)
+			if err := os.Chmod(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var df strings.Builder
+			if syntax != "" {
+				fmt.Fprintf(&df, "# syntax=%s\n", syntax)
+			}
+			fmt.Fprintf(&df, "FROM %s\nCOPY step.sh /step.sh\nRUN ", base)
+			if c.device != "" {
+				fmt.Fprintf(&df, "--device=%s ", c.device)
+			}
+			df.WriteString("sh /step.sh\n")
+			for name, data := range map[string]string{"Dockerfile": df.String(), "step.sh": buildStep} {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// --network none: the step needs no network (and the test
+			// engines have no bridge); --no-cache: the step runs every time.
+			args := []string{"build", "--progress=plain", "--no-cache", "--network", "none"}
+			if c.allow {
+				args = append(args, "--allow", "device")
+			}
+			out, err := docker(append(args, dir)...)
+			if c.fail != "" {
+				if err == nil {
+					t.Fatalf("docker build succeeded, want it to fail with %q:\n%s", c.fail, out)
+				}
+				if !strings.Contains(out, c.fail) {
+					t.Fatalf("docker build failed without %q:\n%s", c.fail, out)
+				}
+				t.Logf("failed as it must:\n%s", grepLines(out, c.fail))
+				return
+			}
+			if err != nil {
+				t.Fatalf("docker build: %v\n%s", err, out)
+			}
+			// The daemon names the frontend image it ran: without this a
+			// `# syntax=` line it ignored would pass unseen.
+			if syntax != "" && !strings.Contains(out, "resolve image config for docker-image://"+syntax) {
+				t.Errorf("the build did not run the frontend %s:\n%s", syntax, out)
+			}
+			step := stepOutput(out)
+			t.Logf("RUN step:\n%s", step)
+			if c.folders == nil {
+				for _, want := range []string{"dxg-absent", "wsl-absent"} {
+					if !strings.Contains(step, want) {
+						t.Errorf("a build without a device: step output lacks %q:\n%s", want, out)
+					}
+				}
+				return
+			}
+			if !strings.Contains(step, "wsl-present") {
+				t.Errorf("step output lacks wsl-present:\n%s", out)
+			}
+			checkRow(t, e, step, c.folders)
+		})
+	}
+}
+
+// stepOutput picks the RUN step's marked lines out of a --progress=plain
+// build log ("#7 0.215 gpu-step: dxg-open").
+func stepOutput(log string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(log, "\n") {
+		if _, s, ok := strings.Cut(l, "gpu-step: "); ok {
+			b.WriteString(s + "\n")
+		}
+	}
+	return b.String()
+}
+
+// frontendRegistry serves the labs Dockerfile frontend, built from
+// BuildKit's module (hack/engines/build.sh dockerfile-frontend) and packed
+// with hack/ociimage, from CNCF distribution's registry on 127.0.0.1, so
+// a `# syntax=` build stays offline. It returns the `# syntax=` reference.
+// A daemon pulls from 127.0.0.0/8 over plain HTTP without configuration
+// (Docker's default insecure registries), as from any registry.
+func (m *matrix) frontendRegistry(t *testing.T) string {
+	t.Helper()
+	frontend := filepath.Join(m.engine(t, "dockerfile-frontend"), "dockerfile-frontend")
+	registry := filepath.Join(m.engine(t, "registry"), "registry")
+	dir := t.TempDir()
+	archive := filepath.Join(dir, "frontend.tar")
+	// The labels BuildKit's own frontend image carries: no network for the
+	// frontend, and the gateway capabilities it uses.
+	cmd := exec.Command("go", "run", "./hack/ociimage", "--out", archive, "--tag", "localhost/"+frontendRef, "--arch", "amd64",
+		"--add", frontend+":/bin/dockerfile-frontend:0755", "--entrypoint", "/bin/dockerfile-frontend",
+		"--label", "moby.buildkit.frontend.network.none=true",
+		"--label", "moby.buildkit.frontend.caps=moby.buildkit.frontend.inputs,moby.buildkit.frontend.subrequests,moby.buildkit.frontend.contexts")
+	cmd.Dir = "../.."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/ociimage: %v\n%s", err, out)
+	}
+	addr := freeLoopbackAddr(t)
+	cfg := fmt.Sprintf("version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n", filepath.Join(dir, "data"), addr)
+	if err := os.WriteFile(filepath.Join(dir, "config.yml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg := exec.Command(registry, "serve", filepath.Join(dir, "config.yml"))
+	var log bytes.Buffer
+	reg.Stdout, reg.Stderr = &log, &log
+	reg.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := reg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		reg.Process.Signal(syscall.SIGTERM)
+		reg.Wait()
+	})
+	base := "http://" + addr
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		resp, err := http.Get(base + "/v2/")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("registry did not come up on %s: %v\n%s", addr, err, log.String())
+		}
+	}
+	name, tag, _ := strings.Cut(frontendRef, ":")
+	if err := pushOCIArchive(base, name, tag, archive); err != nil {
+		t.Fatalf("push the frontend to the registry: %v\n%s", err, log.String())
+	}
+	return addr + "/" + frontendRef
+}
+
+// freeLoopbackAddr is a 127.0.0.1 port free a moment ago.
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// pushOCIArchive pushes the single image of an OCI archive (hack/ociimage's
+// output: index.json naming one manifest) to a registry as name:tag, with
+// the distribution API's monolithic blob uploads.
+func pushOCIArchive(base, name, tag, archive string) error {
+	blobs, err := readTar(archive)
+	if err != nil {
+		return err
+	}
+	var index struct {
+		Manifests []struct {
+			MediaType string `json:"mediaType"`
+			Digest    string `json:"digest"`
+		} `json:"manifests"`
+	}
+	if err := json.Unmarshal(blobs["index.json"], &index); err != nil || len(index.Manifests) != 1 {
+		return fmt.Errorf("index.json: want one manifest, got %d (%v)", len(index.Manifests), err)
+	}
+	manifest := index.Manifests[0]
+	for path, data := range blobs {
+		digest, ok := strings.CutPrefix(path, "blobs/sha256/")
+		if !ok || "sha256:"+digest == manifest.Digest {
+			continue
+		}
+		resp, err := http.Post(base+"/v2/"+name+"/blobs/uploads/", "", nil)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		loc := resp.Header.Get("Location")
+		if resp.StatusCode != http.StatusAccepted || loc == "" {
+			return fmt.Errorf("start upload: %s", resp.Status)
+		}
+		sep := "?"
+		if strings.Contains(loc, "?") {
+			sep = "&"
+		}
+		if !strings.HasPrefix(loc, "http") {
+			loc = base + loc
+		}
+		if err := put(loc+sep+"digest=sha256:"+digest, "application/octet-stream", data); err != nil {
+			return fmt.Errorf("blob %s: %w", digest, err)
+		}
+	}
+	data := blobs["blobs/sha256/"+strings.TrimPrefix(manifest.Digest, "sha256:")]
+	if err := put(base+"/v2/"+name+"/manifests/"+tag, manifest.MediaType, data); err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	return nil
+}
+
+func put(url, contentType string, data []byte) error {
+	req, err := http.NewRequest(http.MethodPut, url, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", contentType)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		body, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("PUT: %s: %s", resp.Status, body)
+	}
+	return nil
+}
+
+// readTar reads every regular file of a tar archive into memory (the
+// frontend image is a few MB).
+func readTar(path string) (map[string][]byte, error) {
+	out, err := exec.Command("tar", "-tf", path).Output()
+	if err != nil {
+		return nil, fmt.Errorf("tar -tf %s: %w", path, err)
+	}
+	files := map[string][]byte{}
+	for _, name := range strings.Fields(string(out)) {
+		if strings.HasSuffix(name, "/") {
+			continue
+		}
+		data, err := exec.Command("tar", "-xOf", path, name).Output()
+		if err != nil {
+			return nil, fmt.Errorf("tar -xOf %s %s: %w", path, name, err)
+		}
+		files[name] = data
+	}
+	return files, nil
+}
+
+// withBuildx puts buildx (built from its module, hack/engines/build.sh
+// buildx) where w's docker CLI looks for plugins, in the world's own mount
+// namespace: `docker build` then runs BuildKit builds.
+func (m *matrix) withBuildx(t *testing.T, w world) world {
+	t.Helper()
+	buildx := filepath.Join(m.engine(t, "buildx"), "docker-buildx")
+	w.setup += fmt.Sprintf("mkdir -p /usr/libexec/docker/cli-plugins\nln -sf %s /usr/libexec/docker/cli-plugins/docker-buildx\n", buildx)
+	return w
+}
+
+// TestDockerBuildGPU builds Dockerfiles whose RUN --device step asks for a
+// GPU by its CDI name on the Docker 29 daemon of the Debian 13 world, with
+// the specs `wsl-gpu-hook install cdi` wrote: through the daemon's
+// built-in Dockerfile frontend, and through the labs frontend image named
+// by `# syntax=`, served from a local registry.
+func TestDockerBuildGPU(t *testing.T) {
+	m := setupMatrix(t)
+	mountsBefore := hostWSLMounts(t)
+	// After the daemon stopped (deferred below): no build step's mount
+	// and no spec of ours may be left on the host.
+	t.Cleanup(func() { m.hostClean(t, mountsBefore) })
+	syntax := m.frontendRegistry(t)
+	w := m.withBuildx(t, goModules(t, m))
+	docker, stop := m.startDockerIn(t, w)
+	defer stop()
+	if out, err := docker("buildx", "version"); err != nil {
+		t.Fatalf("docker buildx version: %v\n%s", err, out)
+	} else {
+		t.Logf("%s", strings.TrimSpace(out))
+	}
+	for _, f := range []struct{ name, syntax string }{
+		{"built-in frontend", ""},
+		{"# syntax= labs frontend", syntax},
+	} {
+		t.Run(f.name, func(t *testing.T) {
+			checkGPUBuilds(t, docker, m.e, f.syntax, "wslgpu-test", gpuBuildCases(m.e))
+		})
+	}
+}
