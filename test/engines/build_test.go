@@ -70,6 +70,13 @@ if [ -e /dev/dxg ]; then ` + "\n" + inside + `fi
 // context is written under os.TempDir(): the CLI must see that path.
 func checkGPUBuilds(t *testing.T, docker func(args ...string) (string, error), e *env, syntax, base string, cases []buildCase) {
 	t.Helper()
+	// Without the plugin `docker build` is the legacy builder, which
+	// refuses --allow ("unknown flag") and has no RUN --device.
+	if out, err := docker("buildx", "version"); err != nil {
+		t.Fatalf("docker buildx version: %v (the CLI needs the buildx plugin: hack/engines/build.sh buildx)\n%s", err, out)
+	} else {
+		t.Logf("%s", strings.TrimSpace(out))
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir, err := os.MkdirTemp("", "wgm-build-")
@@ -338,11 +345,6 @@ func TestDockerBuildGPU(t *testing.T) {
 	w := m.withBuildx(t, goModules(t, m))
 	docker, stop := m.startDockerIn(t, w)
 	defer stop()
-	if out, err := docker("buildx", "version"); err != nil {
-		t.Fatalf("docker buildx version: %v\n%s", err, out)
-	} else {
-		t.Logf("%s", strings.TrimSpace(out))
-	}
 	for _, f := range []struct{ name, syntax string }{
 		{"built-in frontend", ""},
 		{"# syntax= labs frontend", syntax},
