@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -177,7 +178,7 @@ func (m *matrix) frontendRegistry(t *testing.T) string {
 	// runs without a network (without this label dockerd gives it the
 	// default bridge, and the test engines have none: "network bridge not
 	// found"), and the gateway capabilities it uses.
-	cmd := exec.Command("go", "run", "./hack/ociimage", "--out", archive, "--tag", "localhost/"+frontendRef, "--arch", "amd64",
+	cmd := exec.Command("go", "run", "./hack/ociimage", "--out", archive, "--tag", "localhost/"+frontendRef, "--arch", runtime.GOARCH,
 		"--add", frontend+":/bin/dockerfile-frontend:0755", "--entrypoint", "/bin/dockerfile-frontend",
 		"--label", "moby.buildkit.frontend.network.none=true",
 		"--label", "moby.buildkit.frontend.caps=moby.buildkit.frontend.inputs,moby.buildkit.frontend.subrequests,"+
@@ -331,10 +332,12 @@ func (m *matrix) withBuildx(t *testing.T, w world) world {
 }
 
 // TestDockerBuildGPU builds Dockerfiles whose RUN --device step asks for a
-// GPU by its CDI name on the Docker 29 daemon of the Debian 13 world, with
-// the specs `wsl-gpu-hook install cdi` wrote: through the daemon's
-// built-in Dockerfile frontend, and through the labs frontend image named
-// by `# syntax=`, served from a local registry.
+// GPU by its CDI name on the Docker 29 daemon of the Debian 13 world: first
+// with no spec (the engine as it is before `wsl-gpu-hook install cdi`),
+// then with the specs that command wrote, put where the running engine
+// reads them; through the daemon's built-in Dockerfile frontend, and
+// through the labs frontend image named by `# syntax=`, served from a
+// local registry.
 func TestDockerBuildGPU(t *testing.T) {
 	m := setupMatrix(t)
 	mountsBefore := hostWSLMounts(t)
@@ -343,8 +346,43 @@ func TestDockerBuildGPU(t *testing.T) {
 	t.Cleanup(func() { m.hostClean(t, mountsBefore) })
 	syntax := m.frontendRegistry(t)
 	w := m.withBuildx(t, goModules(t, m))
+	// The engine's /run/cdi is a dir the test fills after the start (the
+	// prelude's copy of the specs is hidden under it).
+	specs := shortTemp(t, "wgm-cdi-")
+	w.setup += fmt.Sprintf("mount --bind %s /run/cdi\n", specs)
 	docker, stop := m.startDockerIn(t, w)
 	defer stop()
+	t.Run("before install cdi", func(t *testing.T) {
+		checkGPUBuilds(t, docker, m.e, "", "wslgpu-test", []buildCase{{
+			name: "nvidia.com/gpu=all,required", device: "nvidia.com/gpu=all,required", allow: true,
+			fail: `required device "nvidia.com/gpu=all" is not registered`,
+		}})
+	})
+	files, _ := filepath.Glob(filepath.Join(m.specs, "*"))
+	if len(files) == 0 {
+		t.Fatalf("no CDI specs in %s", m.specs)
+	}
+	if out, err := exec.Command("cp", append(files, specs)...).CombinedOutput(); err != nil {
+		t.Fatalf("cp specs: %v\n%s", err, out)
+	}
+	// The engine's CDI cache watches its spec dirs: no restart. The
+	// builder lists the devices it now has, as a user checks.
+	var inspect string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		out, err := docker("buildx", "inspect")
+		inspect = out
+		if err == nil && strings.Contains(out, "nvidia.com/gpu=all") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("docker buildx inspect lists no nvidia.com/gpu=all 30s after the specs were written: %v\n%s", err, out)
+		}
+	}
+	if i := strings.Index(inspect, "Devices:"); i >= 0 {
+		inspect = inspect[i:]
+	}
+	devices, _, _ := strings.Cut(inspect, "GC Policy")
+	t.Logf("docker buildx inspect:\n%s", devices)
 	for _, f := range []struct{ name, syntax string }{
 		{"built-in frontend", ""},
 		{"# syntax= labs frontend", syntax},
