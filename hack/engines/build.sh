@@ -17,6 +17,9 @@
 #            distribution), which serves that image on 127.0.0.1
 # buildx     github.com/docker/buildx cmd/buildx, the docker CLI plugin
 #            `docker build` hands BuildKit builds to
+# buildkitd  github.com/moby/buildkit cmd/buildkitd and cmd/buildctl, what a
+#            buildx docker-container builder's image runs (test/engines packs
+#            them with runc)
 #
 # Each lands in $CACHE/engines/<name>-<version>/bin. A build goes to a temp
 # dir renamed into place when complete, under a per-engine flock, so
@@ -116,6 +119,17 @@ build_dockerfile_frontend() {
 		-o "$BIN/dockerfile-frontend" ./frontend/dockerfile/cmd/dockerfile-frontend)
 }
 
+build_buildkitd() {
+	# BuildKit's Dockerfile: static, no cgo, its tags; inside the module
+	# for the same reason as the frontend.
+	local pkg=github.com/moby/buildkit dir
+	dir=$(cd "$BIN" && go mod download -json "$pkg@$BUILDKIT_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+	local ld="-s -w -X $pkg/version.Version=$BUILDKIT_VERSION -X $pkg/version.Revision=$BUILDKIT_VERSION -X $pkg/version.Package=$pkg"
+	(cd "$dir" && CGO_ENABLED=0 go build -trimpath -tags "osusergo netgo static_build seccomp" -ldflags "$ld" \
+		-o "$BIN/buildkitd" ./cmd/buildkitd &&
+		CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$BIN/buildctl" ./cmd/buildctl)
+}
+
 build_registry() {
 	local pkg=github.com/distribution/distribution/v3
 	GOBIN=$BIN CGO_ENABLED=0 go install -trimpath -ldflags "-s -w -X $pkg/version.version=$DISTRIBUTION_VERSION" \
@@ -130,7 +144,7 @@ build_buildx() {
 	mv "$BIN/buildx" "$BIN/docker-buildx" # the name the docker CLI looks for
 }
 
-[ $# -gt 0 ] || die "usage: build.sh runc|containerd|dockerd|dockerfile-frontend|registry|buildx..."
+[ $# -gt 0 ] || die "usage: build.sh runc|containerd|dockerd|dockerfile-frontend|registry|buildx|buildkitd..."
 for name in "$@"; do
 	case $name in
 	runc) build runc "$RUNC_VERSION" build_runc ;;
@@ -139,7 +153,8 @@ for name in "$@"; do
 	dockerd) build dockerd "$DOCKER_VERSION-2" build_dockerd ;;
 	dockerfile-frontend) build dockerfile-frontend "$BUILDKIT_VERSION" build_dockerfile_frontend ;;
 	registry) build registry "$DISTRIBUTION_VERSION" build_registry ;;
+	buildkitd) build buildkitd "$BUILDKIT_VERSION" build_buildkitd ;;
 	buildx) build buildx "$BUILDX_VERSION" build_buildx ;;
-	*) die "unknown engine $name: runc, containerd, dockerd, dockerfile-frontend, registry or buildx" ;;
+	*) die "unknown engine $name: runc, containerd, dockerd, dockerfile-frontend, registry, buildx or buildkitd" ;;
 	esac
 done

@@ -160,41 +160,49 @@ func stepOutput(log string) string {
 // frontendRegistry serves the labs Dockerfile frontend, built from
 // BuildKit's module (hack/engines/build.sh dockerfile-frontend) and packed
 // with hack/ociimage, from CNCF distribution's registry on 127.0.0.1, so
-// a `# syntax=` build stays offline. It returns the `# syntax=` reference.
-// A daemon pulls from 127.0.0.0/8 over plain HTTP without configuration
-// (Docker's default insecure registries), as from any registry. A registry,
-// not `docker load`: dockerd's builder does take a loaded image (it looks
-// in its own store first), but a pull is what users' `# syntax=` lines do,
-// it needs no stdin or file on the daemon's side, and a docker-container
-// builder, which cannot see the daemon's images, pulls the same way.
-func (m *matrix) frontendRegistry(t *testing.T) string {
+// a `# syntax=` build stays offline. It returns the registry and the
+// `# syntax=` reference. A daemon pulls from 127.0.0.0/8 over plain HTTP
+// without configuration (Docker's default insecure registries, BuildKit's
+// localhost rule), as from any registry. A registry, not `docker load`:
+// dockerd's builder does take a loaded image (it looks in its own store
+// first), but a pull is what users' `# syntax=` lines do, it needs no stdin
+// or file on the daemon's side, and a docker-container builder, which
+// cannot see the daemon's images, pulls the same way.
+func (m *matrix) frontendRegistry(t *testing.T) (*localRegistry, string) {
 	t.Helper()
 	frontend := filepath.Join(m.engine(t, "dockerfile-frontend"), "dockerfile-frontend")
-	registry := filepath.Join(m.engine(t, "registry"), "registry")
-	dir := t.TempDir()
-	archive := filepath.Join(dir, "frontend.tar")
+	r := m.startRegistry(t)
 	// The labels of BuildKit's own frontend image (its
 	// frontend/dockerfile/cmd/dockerfile-frontend/Dockerfile): the frontend
 	// runs without a network (without this label dockerd gives it the
 	// default bridge, and the test engines have none: "network bridge not
 	// found"), and the gateway capabilities it uses.
-	cmd := exec.Command("go", "run", "./hack/ociimage", "--out", archive, "--tag", "localhost/"+frontendRef, "--arch", runtime.GOARCH,
+	ref := r.push(t, frontendRef,
 		"--add", frontend+":/bin/dockerfile-frontend:0755", "--entrypoint", "/bin/dockerfile-frontend",
 		"--label", "moby.buildkit.frontend.network.none=true",
 		"--label", "moby.buildkit.frontend.caps=moby.buildkit.frontend.inputs,moby.buildkit.frontend.subrequests,"+
 			"moby.buildkit.frontend.contexts,moby.buildkit.frontend.gitquerystring,moby.buildkit.frontend.contexts.zstd")
-	cmd.Dir = "../.."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("hack/ociimage: %v\n%s", err, out)
-	}
-	addr := freeLoopbackAddr(t)
-	cfg := fmt.Sprintf("version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n", filepath.Join(dir, "data"), addr)
-	if err := os.WriteFile(filepath.Join(dir, "config.yml"), []byte(cfg), 0o644); err != nil {
+	return r, ref
+}
+
+// localRegistry is CNCF distribution's registry on 127.0.0.1, stopped when
+// the test ends.
+type localRegistry struct {
+	addr string
+	dir  string
+	log  *bytes.Buffer
+}
+
+func (m *matrix) startRegistry(t *testing.T) *localRegistry {
+	t.Helper()
+	registry := filepath.Join(m.engine(t, "registry"), "registry")
+	r := &localRegistry{addr: freeLoopbackAddr(t), dir: t.TempDir(), log: &bytes.Buffer{}}
+	cfg := fmt.Sprintf("version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n", filepath.Join(r.dir, "data"), r.addr)
+	if err := os.WriteFile(filepath.Join(r.dir, "config.yml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	reg := exec.Command(registry, "serve", filepath.Join(dir, "config.yml"))
-	var log bytes.Buffer
-	reg.Stdout, reg.Stderr = &log, &log
+	reg := exec.Command(registry, "serve", filepath.Join(r.dir, "config.yml"))
+	reg.Stdout, reg.Stderr = r.log, r.log
 	reg.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := reg.Start(); err != nil {
 		t.Fatal(err)
@@ -203,22 +211,34 @@ func (m *matrix) frontendRegistry(t *testing.T) string {
 		reg.Process.Signal(syscall.SIGTERM)
 		reg.Wait()
 	})
-	base := "http://" + addr
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		resp, err := http.Get(base + "/v2/")
+		resp, err := http.Get("http://" + r.addr + "/v2/")
 		if err == nil {
 			resp.Body.Close()
-			break
+			return r
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("registry did not come up on %s: %v\n%s", addr, err, log.String())
+			t.Fatalf("registry did not come up on %s: %v\n%s", r.addr, err, r.log.String())
 		}
 	}
-	name, tag, _ := strings.Cut(frontendRef, ":")
-	if err := pushOCIArchive(base, name, tag, archive); err != nil {
-		t.Fatalf("push the frontend to the registry: %v\n%s", err, log.String())
+}
+
+// push packs an image for this machine's architecture with hack/ociimage
+// (ociimage's flags: --add, --dir, --entrypoint...), pushes it as ref
+// (name:tag) and returns the reference a daemon pulls it by.
+func (r *localRegistry) push(t *testing.T, ref string, ociimage ...string) string {
+	t.Helper()
+	archive := filepath.Join(r.dir, strings.NewReplacer("/", "_", ":", "_").Replace(ref)+".tar")
+	cmd := exec.Command("go", append([]string{"run", "./hack/ociimage", "--out", archive, "--tag", "localhost/" + ref, "--arch", runtime.GOARCH}, ociimage...)...)
+	cmd.Dir = "../.."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/ociimage %s: %v\n%s", ref, err, out)
 	}
-	return addr + "/" + frontendRef
+	name, tag, _ := strings.Cut(ref, ":")
+	if err := pushOCIArchive("http://"+r.addr, name, tag, archive); err != nil {
+		t.Fatalf("push %s to the registry: %v\n%s", ref, err, r.log.String())
+	}
+	return r.addr + "/" + ref
 }
 
 // freeLoopbackAddr is a 127.0.0.1 port free a moment ago.
@@ -344,7 +364,7 @@ func TestDockerBuildGPU(t *testing.T) {
 	// After the daemon stopped (deferred below): no build step's mount
 	// and no spec of ours may be left on the host.
 	t.Cleanup(func() { m.hostClean(t, mountsBefore) })
-	syntax := m.frontendRegistry(t)
+	reg, syntax := m.frontendRegistry(t)
 	w := m.withBuildx(t, goModules(t, m))
 	// The engine's /run/cdi is a dir the test fills after the start (the
 	// prelude's copy of the specs is hidden under it).
@@ -391,4 +411,63 @@ func TestDockerBuildGPU(t *testing.T) {
 			checkGPUBuilds(t, docker, m.e, f.syntax, "wslgpu-test", gpuBuildCases(m.e))
 		})
 	}
+	t.Run("docker-container builder", func(t *testing.T) {
+		m.checkContainerBuilder(t, docker, reg, syntax)
+	})
+}
+
+// checkContainerBuilder runs the builds on a buildx docker-container
+// builder: BuildKit in a container of the engine, which sees nothing of
+// the engine's CDI specs or images. Its image (BuildKit's buildkitd and
+// buildctl built from the module, runc) carries the project's specs in
+// /etc/buildkit/cdi and the hook they name at its path, as a user's own
+// builder image would; buildx starts it with --gpus all, which gives it
+// /dev/dxg and /usr/lib/wsl; the base image comes from the registry.
+func (m *matrix) checkContainerBuilder(t *testing.T, docker func(args ...string) (string, error), reg *localRegistry, syntax string) {
+	t.Helper()
+	bk := m.engine(t, "buildkitd")
+	runc := filepath.Join(m.engine(t, "runc"), "runc")
+	args := []string{"--dir", m.e.rootfs,
+		"--add", filepath.Join(bk, "buildkitd") + ":/usr/bin/buildkitd:0755",
+		"--add", filepath.Join(bk, "buildctl") + ":/usr/bin/buildctl:0755",
+		"--add", runc + ":/usr/bin/runc:0755",
+		// runc links libseccomp (hack/engines/build.sh: cgo, seccomp tag).
+		"--add", "/lib/x86_64-linux-gnu/libseccomp.so.2:/lib/x86_64-linux-gnu/libseccomp.so.2:0644",
+		"--add", m.e.hook + ":" + m.e.hook + ":0755",
+		"--add", m.config + ":" + m.config + ":0644",
+		"--mkdir", "/etc/buildkit/cdi", "--mkdir", "/run", "--mkdir", "/var/lib/buildkit",
+		"--env", "PATH=/usr/bin:/bin", "--entrypoint", "/usr/bin/buildkitd",
+	}
+	specs, _ := filepath.Glob(filepath.Join(m.specs, "*"))
+	for _, f := range specs {
+		args = append(args, "--add", f+":/etc/buildkit/cdi/"+filepath.Base(f)+":0644")
+	}
+	image := reg.push(t, "wsl-gpu-hook/buildkit:wsl-gpu", args...)
+	base := reg.push(t, "wsl-gpu-hook/wslgpu-test:latest", "--dir", m.e.rootfs)
+	const name = "wslgpu-container"
+	// network=host: the builder pulls from the registry on 127.0.0.1 (the
+	// test engines have no bridge). buildkitd 0.33 grants the device
+	// entitlement to a build that asks without --allow-insecure-entitlement
+	// (seen: the builds pass without it).
+	out, err := docker("buildx", "create", "--name", name, "--driver", "docker-container",
+		"--driver-opt", "image="+image, "--driver-opt", "network=host",
+		"--buildkitd-flags", "--oci-worker-net=host", "--bootstrap")
+	if err != nil {
+		t.Fatalf("docker buildx create: %v\n%s", err, out)
+	}
+	defer docker("buildx", "rm", name)
+	// buildx asked for every GPU for its container (docker run --gpus all):
+	// what gives the builder /dev/dxg and the driver folders its steps'
+	// hooks bind.
+	out, err = docker("inspect", "--format", "{{json .HostConfig.DeviceRequests}}", "buildx_buildkit_"+name+"0")
+	if err != nil || !strings.Contains(out, `"Count":-1`) || !strings.Contains(out, `[["gpu"]]`) {
+		t.Errorf("the builder container's device requests are not --gpus all: %v\n%s", err, out)
+	}
+	build := func(args ...string) (string, error) {
+		if len(args) > 0 && args[0] == "build" {
+			args = append([]string{"buildx", "build", "--builder", name}, args[1:]...)
+		}
+		return docker(args...)
+	}
+	checkGPUBuilds(t, build, m.e, syntax, base, gpuBuildCases(m.e))
 }
