@@ -104,8 +104,8 @@ build_dockerd() {
 build_dockerfile_frontend() {
 	# BuildKit's own Dockerfile (frontend/dockerfile/cmd/dockerfile-frontend)
 	# builds the labs channel with the tags listed in the module's
-	# frontend/dockerfile/release/labs/tags (empty since RUN --device and
-	# the other labs flags were promoted; read, not assumed).
+	# frontend/dockerfile/release/labs/tags (read, not assumed: empty in
+	# v0.33.0, whose Dockerfile 1.27 has RUN --device in the mainline).
 	local pkg=github.com/moby/buildkit dir tags
 	dir=$(cd "$BIN" && go mod download -json "$pkg@$BUILDKIT_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
 	[ -f "$dir/frontend/dockerfile/release/labs/tags" ] || die "no labs tags file in $pkg@$BUILDKIT_VERSION ($dir)"
