@@ -19,10 +19,14 @@ import (
 
 // GPU in `docker build`: a Dockerfile's RUN --device=<CDI name> step gets
 // the GPU through the engine's own builder (BuildKit inside dockerd, which
-// reads the engine's CDI specs since moby 28.3), with the project's specs.
+// reads the engine's CDI specs since moby 28.3) with the project's specs,
+// and through a buildx docker-container builder whose image carries them.
 // `docker build` is buildx (the docker CLI plugin, as Docker Desktop and
 // docker-ce ship it); without it the CLI falls back to the legacy builder,
 // which has no RUN --device.
+//
+// checkGPUBuilds is the check itself, for any docker CLI (the simulated
+// Docker Desktop's too); m.frontendRegistry serves the `# syntax=` image.
 
 // frontendRef is the `# syntax=` reference the local registry serves the
 // labs Dockerfile frontend under.
@@ -355,9 +359,9 @@ func (m *matrix) withBuildx(t *testing.T, w world) world {
 // GPU by its CDI name on the Docker 29 daemon of the Debian 13 world: first
 // with no spec (the engine as it is before `wsl-gpu-hook install cdi`),
 // then with the specs that command wrote, put where the running engine
-// reads them; through the daemon's built-in Dockerfile frontend, and
-// through the labs frontend image named by `# syntax=`, served from a
-// local registry.
+// reads them; through the daemon's built-in Dockerfile frontend, through
+// the labs frontend image named by `# syntax=`, served from a local
+// registry, and on a buildx docker-container builder.
 func TestDockerBuildGPU(t *testing.T) {
 	m := setupMatrix(t)
 	mountsBefore := hostWSLMounts(t)
