@@ -36,7 +36,8 @@ type desktopSim struct {
 	layer   string // Docker Desktop's layer over the Debian 13 root
 	data    string // the data disk, /var/lib/docker inside
 	sockDir string // the socket's dir, shown at /run/desktop inside
-	user    []string
+	user    []string // the user's environment: PATH first
+	config  string   // the user's DOCKER_CONFIG
 	noGPU   bool     // WSL gives the VM no GPU: no /dev/dxg, no /usr/lib/wsl
 	extra   []string // more dockerd flags (Settings > Docker Engine)
 	d       *daemon
@@ -79,6 +80,7 @@ func newDesktop(t *testing.T, m *matrix, profile string, userBin string) *deskto
 		t.Fatal(err)
 	}
 	os.Chmod(config, 0o777)
+	s.config = config
 	os.Chmod(dir, 0o755)
 	s.user = []string{"PATH=" + userBin + ":/usr/bin:/bin", "DOCKER_HOST=unix://" + filepath.Join(s.sockDir, "docker.sock"),
 		"DOCKER_CONFIG=" + config, "HOME=" + config}
@@ -396,6 +398,50 @@ func TestDockerDesktop(t *testing.T) {
 		if data, err := os.ReadFile(p); err == nil && strings.Contains(string(data), "volumes/wsl-gpu-hook") {
 			t.Errorf("the agent's spec %s appeared on the host", p)
 		}
+	}
+}
+
+// TestDockerDesktopBuild: GPU in `docker build` on the simulated Docker
+// Desktop, through the engine's own builder (buildx, as Docker Desktop's
+// CLI has it), with the built-in Dockerfile frontend and a `# syntax=` one
+// from a local registry: nothing before install, each vendor's device
+// after it and after a restart, no GPU for a step that asks for none.
+func TestDockerDesktopBuild(t *testing.T) {
+	m := setupMatrix(t)
+	e := m.e
+	img := projectImage(t)
+	_, syntax := m.frontendRegistry(t)
+	s := newDesktop(t, m, profile, img.userBin)
+	s.start(t)
+	defer s.stop(t)
+	load(t, s, img)
+	plugins := filepath.Join(s.config, "cli-plugins")
+	if err := os.MkdirAll(plugins, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(m.engine(t, "buildx"), "docker-buildx"), filepath.Join(plugins, "docker-buildx")); err != nil {
+		t.Fatal(err)
+	}
+	docker := func(args ...string) (string, error) { return s.docker(t, args...) }
+	t.Run("before install", func(t *testing.T) {
+		checkGPUBuilds(t, docker, e, "", "wslgpu-test", []buildCase{{
+			name: "nvidia.com/gpu=all,required", device: "nvidia.com/gpu=all,required", allow: true,
+			fail: `required device "nvidia.com/gpu=all" is not registered`,
+		}})
+	})
+	if out, err := s.as(t, "", "wsl-gpu-ctl", "install", "docker-desktop", "--image", img.ref); err != nil {
+		t.Fatalf("install docker-desktop: %v\n%s", err, out)
+	}
+	for _, f := range []struct{ name, syntax string }{{"built-in frontend", ""}, {"# syntax= labs frontend", syntax}} {
+		t.Run(f.name, func(t *testing.T) { checkGPUBuilds(t, docker, e, f.syntax, "wslgpu-test", gpuBuildCases(e)) })
+	}
+	t.Run("after a restart", func(t *testing.T) {
+		s.restart(t)
+		waitForSpecs(t, s, "nvidia.com/gpu=all")
+		checkGPUBuilds(t, docker, e, "", "wslgpu-test", gpuBuildCases(e)[:2])
+	})
+	if out, err := s.as(t, "", "wsl-gpu-ctl", "uninstall", "docker-desktop"); err != nil {
+		t.Fatalf("uninstall docker-desktop: %v\n%s", err, out)
 	}
 }
 
