@@ -31,11 +31,11 @@ import (
 type desktopSim struct {
 	m       *matrix
 	profile string
-	host    string // the simulated host tree, a private copy
-	folders string // dxgsim --folder-file: a driver update while running
-	layer   string // Docker Desktop's layer over the Debian 13 root
-	data    string // the data disk, /var/lib/docker inside
-	sockDir string // the socket's dir, shown at /run/desktop inside
+	host    string   // the simulated host tree, a private copy
+	folders string   // dxgsim --folder-file: a driver update while running
+	layer   string   // Docker Desktop's layer over the Debian 13 root
+	data    string   // the data disk, /var/lib/docker inside
+	sockDir string   // the socket's dir, shown at /run/desktop inside
 	user    []string // the user's environment: PATH first
 	config  string   // the user's DOCKER_CONFIG
 	noGPU   bool     // WSL gives the VM no GPU: no /dev/dxg, no /usr/lib/wsl
