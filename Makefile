@@ -76,11 +76,12 @@ demo: setup build tools
 TESTMODS := test/engines test/latencyfs hack/release
 
 ## engines: the engine matrix's engines (runc, containerd, dockerd from their
-## Go modules) and Debian 13 root, built once into /var/cache/wsl-gpu-hook-e2e
-## (the root downloads while the engines compile)
+## Go modules; runc also static, for the simulated Rancher Desktop) and Debian 13
+## root, and the Alpine-like root of Rancher Desktop's distro, built once into
+## /var/cache/wsl-gpu-hook-e2e (the roots download while the engines compile)
 engines: setup
-	./hack/engines/root.sh trixie >/dev/null & root=$$!; \
-	./hack/engines/build.sh runc containerd dockerd >/dev/null; built=$$?; \
+	{ ./hack/engines/root.sh trixie && ./hack/engines/root.sh rancher-alpine; } >/dev/null & root=$$!; \
+	./hack/engines/build.sh runc runc-static containerd dockerd >/dev/null; built=$$?; \
 	wait $$root && exit $$built
 
 ## test: everything CI runs: lint, unit, integration and end-to-end tests,

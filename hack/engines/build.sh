@@ -5,6 +5,9 @@
 #   hack/engines/build.sh runc containerd dockerd
 #
 # runc       github.com/opencontainers/runc (cgo + libseccomp, tag seccomp)
+# runc-static the same runc linked statically (libseccomp.a and glibc's
+#            static libc, as runc's own `make static`): it runs in a root
+#            with no glibc (Alpine's, Rancher Desktop's distro)
 # containerd github.com/containerd/containerd/v2: containerd,
 #            containerd-shim-runc-v2 and ctr
 # dockerd    github.com/moby/moby/v2 cmd/dockerd (the Docker 29 daemon) and
@@ -67,6 +70,18 @@ build_runc() {
 		"github.com/opencontainers/runc@$RUNC_VERSION"
 }
 
+build_runc_static() {
+	dpkg-query -W -f='${Status}' libseccomp-dev 2>/dev/null | grep -q "install ok installed" ||
+		die "runc needs libseccomp-dev (apt-get install libseccomp-dev)"
+	# runc's Makefile `static`: netgo osusergo, -extldflags -static.
+	GOBIN=$BIN CGO_ENABLED=1 go install -trimpath -tags "seccomp urfave_cli_no_docs netgo osusergo" \
+		-ldflags "-s -w -extldflags -static" "github.com/opencontainers/runc@$RUNC_VERSION"
+	if file "$BIN/runc" | grep -q 'dynamically linked'; then
+		echo "runc-static: $BIN/runc is dynamically linked" >&2
+		return 1
+	fi
+}
+
 build_containerd() {
 	local pkg=github.com/containerd/containerd/v2
 	local ld="-s -w -X $pkg/version.Version=$CONTAINERD_VERSION -X $pkg/version.Package=$pkg"
@@ -85,13 +100,14 @@ build_dockerd() {
 		"$pkg/cmd/dockerd@$MOBY_VERSION" "$pkg/cmd/docker-proxy@$MOBY_VERSION"
 }
 
-[ $# -gt 0 ] || die "usage: build.sh runc|containerd|dockerd..."
+[ $# -gt 0 ] || die "usage: build.sh runc|runc-static|containerd|dockerd..."
 for name in "$@"; do
 	case $name in
 	runc) build runc "$RUNC_VERSION" build_runc ;;
+	runc-static) build runc-static "$RUNC_VERSION" build_runc_static ;;
 	containerd) build containerd "$CONTAINERD_VERSION" build_containerd ;;
 	# -2: with docker-proxy, which publishes kind's API server port.
 	dockerd) build dockerd "$DOCKER_VERSION-2" build_dockerd ;;
-	*) die "unknown engine $name: runc, containerd or dockerd" ;;
+	*) die "unknown engine $name: runc, runc-static, containerd or dockerd" ;;
 	esac
 done
