@@ -1,10 +1,13 @@
 package engines
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/testbin"
+	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // The simulated Rancher Desktop, as faithful as what its source shows
@@ -485,5 +489,205 @@ func installRelease(t *testing.T, bin, hook string) {
 		if err := testbin.CheckStatic(filepath.Join(bin, name)); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// k3sNode is a WSL distro running k3s alone, as far as the node's
+// containerd goes: k3s could not be built here (its module is refused by the
+// proxy), so containerd 2.4 runs with a config of the shape k3s writes for
+// containerd 2.x (testdata/rancher-k3s-containerd.toml) at k3s's paths, in
+// a Debian 13 root whose changes are gone at every boot (the stricter case
+// of /run being a tmpfs); /var/lib/rancher and /var/lib/wsl-gpu-hook (the
+// chart's hostPath) are kept. The chart's node-setup init container runs as
+// a privileged container of that containerd with the chart's mounts.
+type k3sNode struct {
+	m                        *matrix
+	rancher, hookDir, runK3s string
+	share                    string // shown at the same path inside: config, pod root, archives
+	d                        *daemon
+	top                      *testing.T
+}
+
+func newK3sNode(t *testing.T, m *matrix) *k3sNode {
+	t.Helper()
+	dir := shortTemp(t, "wgk3s-")
+	os.Chmod(dir, 0o755)
+	n := &k3sNode{m: m, rancher: filepath.Join(dir, "rancher"), hookDir: filepath.Join(dir, "hook"),
+		runK3s: filepath.Join(dir, "run-k3s"), share: filepath.Join(dir, "share"), top: t}
+	for _, d := range []string{n.rancher, n.hookDir, n.runK3s, n.share} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := os.ReadFile("testdata/rancher-k3s-containerd.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(n.share, "k3s-containerd.toml"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// boot starts the node: a clean root and /run, k3s's containerd config
+// written again, containerd started as k3s starts it.
+func (n *k3sNode) boot(t *testing.T) {
+	t.Helper()
+	// /run/k3s/containerd is bound from the host (the CRI socket is
+	// reached from here): empty it as a boot empties /run.
+	os.RemoveAll(n.runK3s)
+	os.MkdirAll(n.runK3s, 0o755)
+	scratch := shortTemp(n.top, "wgk3s-root-")
+	boot := `set -e
+mkdir -p /var/lib/rancher/k3s/agent/etc/containerd
+cp "$1"/k3s-containerd.toml /var/lib/rancher/k3s/agent/etc/containerd/config.toml
+exec containerd -c /var/lib/rancher/k3s/agent/etc/containerd/config.toml`
+	pivot := []string{n.m.pivot, "--root", n.m.trixie, "--scratch", scratch, "--tmpfs-upper",
+		"--bind", filepath.Join(engineCache(), "engines"), "--bind", n.share,
+		"--bind", n.rancher + ":/var/lib/rancher", "--bind", n.hookDir + ":/var/lib/wsl-gpu-hook",
+		"--bind", n.runK3s + ":/run/k3s/containerd", "--", "sh", "-c", boot, "sh", n.share}
+	path := []string{n.m.engine(t, "containerd"), n.m.engine(t, "runc"), "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	d := &daemon{report: filepath.Join(t.TempDir(), "dxgsim.json")}
+	d.cmd = exec.Command(n.m.e.sim, append([]string{"--profile", profile, "--bind-host", n.m.e.hostDir, "--report", d.report, "--"}, pivot...)...)
+	d.cmd.Env = []string{"PATH=" + strings.Join(path, ":"), "HOME=/root"}
+	d.cmd.Stdout, d.cmd.Stderr = &d.stderr, &d.stderr
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	n.d = d
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		out, err := n.ctr(t, "version")
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) || d.cmd.ProcessState != nil {
+			n.stop(t)
+			t.Fatalf("the k3s node's containerd did not come up: %v %s\n%s", err, out, tail(d.stderr.String(), 30))
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+func (n *k3sNode) stop(t *testing.T) {
+	t.Helper()
+	if n.d != nil {
+		n.d.stop(t)
+		n.d = nil
+	}
+}
+
+// ctr runs ctr on the node in the kubelet's namespace, k8s.io.
+func (n *k3sNode) ctr(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	ctr := filepath.Join(n.m.engine(t, "containerd"), "ctr")
+	return n.d.exec(t, "", append([]string{ctr, "--address", "/run/k3s/containerd/containerd.sock", "--namespace", "k8s.io"}, args...)...)
+}
+
+// nodeSetup runs the chart's init container on the node: the device
+// plugin's image (its static binaries), privileged, with the chart's
+// hostPath mounts under /host, `--node-root=/host --setup-only`.
+func (n *k3sNode) nodeSetup(t *testing.T, podRoot string) (string, error) {
+	t.Helper()
+	if out, err := n.d.exec(t, "", "mkdir", "-p", "/var/run/cdi"); err != nil { // hostPath DirectoryOrCreate
+		return out, err
+	}
+	return n.ctr(t, "run", "--rm", "--privileged", "--rootfs",
+		"--mount", "type=bind,src=/var/lib/wsl-gpu-hook,dst=/host/var/lib/wsl-gpu-hook,options=rbind:rw",
+		"--mount", "type=bind,src=/var/run/cdi,dst=/host/var/run/cdi,options=rbind:rw",
+		"--mount", "type=bind,src=/usr/lib/wsl,dst=/usr/lib/wsl,options=rbind:ro",
+		podRoot, fmt.Sprintf("node-setup-%d", time.Now().UnixNano()),
+		"/usr/bin/wsl-gpu-device-plugin", "--node-root=/host", "--hook-dir=/var/lib/wsl-gpu-hook", "--cdi-dir=/var/run/cdi", "--setup-only")
+}
+
+// TestK3sNodeCDI: the specs the chart's node setup writes into
+// /var/run/cdi are seen by k3s's containerd (its CRI reads that dir; ctr
+// run --device resolves them), and after a reboot, which empties
+// /var/run, the node setup writes them again before a GPU container runs.
+func TestK3sNodeCDI(t *testing.T) {
+	m := setupMatrix(t)
+	e := m.e
+	mountsBefore := hostWSLMounts(t)
+	n := newK3sNode(t, m)
+	podRoot := filepath.Join(n.share, "pod")
+	for _, d := range []string{"usr/bin", "tmp", "etc", "proc", "sys", "dev"} {
+		if err := os.MkdirAll(filepath.Join(podRoot, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(filepath.Join(podRoot, "tmp"), 0o1777)
+	plugin, err := testbin.Build(t.TempDir(), "wsl-gpu-device-plugin", "./cmd/wsl-gpu-device-plugin", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	installRelease(t, filepath.Join(podRoot, "usr/bin"), e.hook)
+	if data, err := os.ReadFile(plugin); err != nil || os.WriteFile(filepath.Join(podRoot, "usr/bin/wsl-gpu-device-plugin"), data, 0o755) != nil {
+		t.Fatalf("the plugin into the pod's root: %v", err)
+	}
+	for _, b := range []string{"wsl-gpu-hook", "wsl-gpu-ctl"} {
+		os.Chmod(filepath.Join(podRoot, "usr/bin", b), 0o755)
+	}
+
+	n.boot(t)
+	defer func() { n.stop(t) }()
+	importImages(t, e, n.share, func(args ...string) (string, error) { return n.ctr(t, args...) })
+
+	t.Run("CRI: CDI on, reading /var/run/cdi", func(t *testing.T) {
+		rt, closeConn := criClient(t, filepath.Join(n.runK3s, "containerd.sock"))
+		defer closeConn()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		st, err := rt.Status(ctx, &cri.StatusRequest{Verbose: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// containerd 2.4 has CDI always on (it drops enable_cdi:
+		// plugins/cri/runtime/plugin.go); its CRI reads cdiSpecDirs.
+		var cfg struct {
+			CDISpecDirs []string `json:"cdiSpecDirs"`
+		}
+		if err := json.Unmarshal([]byte(st.Info["config"]), &cfg); err != nil {
+			t.Fatalf("CRI status config: %v\n%s", err, st.Info["config"])
+		}
+		if !slices.Contains(cfg.CDISpecDirs, "/var/run/cdi") {
+			t.Fatalf("k3s's containerd's CRI reads CDI specs from %v, want /var/run/cdi among them", cfg.CDISpecDirs)
+		}
+		t.Logf("CRI: cdiSpecDirs %v", cfg.CDISpecDirs)
+	})
+
+	gpu := func(t *testing.T, dev string) (string, error) {
+		t.Helper()
+		return n.ctr(t, "run", "--rm", "--device", dev, "docker.io/library/wslgpu-test:latest", fmt.Sprintf("gpu-%d", time.Now().UnixNano()), "sh", "-c", inside)
+	}
+	for boot := 1; boot <= 2; boot++ {
+		t.Run(fmt.Sprintf("boot %d: no spec until the node setup, then GPU containers", boot), func(t *testing.T) {
+			if boot == 2 {
+				n.stop(t)
+				n.boot(t)
+			}
+			if out, err := gpu(t, "nvidia.com/gpu=all"); err == nil || !strings.Contains(out, unresolvable) {
+				t.Fatalf("--device nvidia.com/gpu=all before the node setup: %v\n%s", err, out)
+			}
+			out, err := n.nodeSetup(t, podRoot)
+			if err != nil {
+				t.Fatalf("node setup: %v\n%s", err, out)
+			}
+			t.Logf("node setup:\n%s", out)
+			for _, r := range []struct {
+				dev     string
+				folders []string
+			}{{"nvidia.com/gpu=all", nvidiaOnly(e)}, {"wsl-gpu-hook.dev/gpu=intel", intelOnly(e)}} {
+				out, err := gpu(t, r.dev)
+				if err != nil {
+					t.Fatalf("--device %s after the node setup: %v\n%s", r.dev, err, out)
+				}
+				checkRow(t, e, out, r.folders)
+			}
+		})
+	}
+	n.stop(t)
+	if after := hostWSLMounts(t); after != mountsBefore {
+		t.Errorf("WSL mounts leaked into the host:\n%s", after)
 	}
 }
