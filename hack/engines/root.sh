@@ -49,7 +49,9 @@ alpine_like() {
 	local root=$1 debs
 	debs=$(mktemp -d)
 	# shellcheck disable=SC2086
-	(cd "$debs" && apt-get download $pkgs) || { rm -rf "$debs"; return 1; }
+	# With no package lists (a cleaned image), fetch them once.
+	(cd "$debs" && { apt-get download $pkgs || { apt-get update -qq && apt-get download $pkgs; }; }) ||
+		{ rm -rf "$debs"; return 1; }
 	for deb in "$debs"/*.deb; do dpkg-deb -x "$deb" "$root"; done
 	rm -rf "$debs" "$root/usr/share/doc" "$root/usr/share/man"
 	local bb=$root/bin/busybox
