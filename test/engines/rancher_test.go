@@ -311,8 +311,6 @@ func TestRancherDesktop(t *testing.T) {
 	// What the user does on Windows: the script and the release's folder
 	// (the tarball unpacked) into the provisioning folder; then restart
 	// Rancher Desktop.
-	release := filepath.Join(s.win, "provisioning", "wsl-gpu-hook_0.0.0-test_linux_amd64", "bin")
-	installRelease(t, release, e.hook)
 	script, err := os.ReadFile("../../packaging/rancher-desktop/wsl-gpu-hook.start")
 	if err != nil {
 		t.Fatal(err)
@@ -321,6 +319,21 @@ func TestRancherDesktop(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(s.win, "provisioning", "wsl-gpu-hook.start"), script, 0o644); err != nil {
 		t.Fatal(err)
 	}
+
+	t.Run("the script without the release folder: the engine starts, one line says why", func(t *testing.T) {
+		s.restart(t)
+		out, err := s.sh(t, "cat /var/lib/wsl-gpu-hook/last-start.log")
+		want := "no wsl-gpu-hook_<version>_linux_amd64 folder next to /etc/local.d/wsl-gpu-hook.start, and nothing in /var/lib/wsl-gpu-hook yet: unpack the release tarball into Rancher Desktop's provisioning folder"
+		if err != nil || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.HasSuffix(strings.TrimSpace(out), want) {
+			t.Errorf("the script's log: %v\n%s\nwant one line ending %q", err, out, want)
+		}
+		if out, err := s.gpu(t, "nvidia.com/gpu=all"); err == nil || !strings.Contains(out, unresolvable) {
+			t.Errorf("--device nvidia.com/gpu=all without the binaries: %v\n%s", err, out)
+		}
+	})
+
+	release := filepath.Join(s.win, "provisioning", "wsl-gpu-hook_0.0.0-test_linux_amd64", "bin")
+	installRelease(t, release, e.hook)
 	s.restart(t)
 	if out, err := s.ctr(t, "images", "ls", "-q"); err != nil || !strings.Contains(out, "wslgpu-test") {
 		t.Fatalf("the image did not survive the restart (/var/lib): %v\n%s", err, out)
@@ -669,6 +682,13 @@ func TestK3sNodeCDI(t *testing.T) {
 			if out, err := gpu(t, "nvidia.com/gpu=all"); err == nil || !strings.Contains(out, unresolvable) {
 				t.Fatalf("--device nvidia.com/gpu=all before the node setup: %v\n%s", err, out)
 			}
+			// What the kubelet sends for the device plugin's CDI answer.
+			pod := criRow{name: "CRI pod, CDI nvidia.com/gpu=all", cdi: "nvidia.com/gpu=all", folders: nvidiaOnly}
+			rt, closeConn := criClient(t, filepath.Join(n.runK3s, "containerd.sock"))
+			defer closeConn()
+			if out, err := criRun(t, rt, n.share, 10*boot, pod); err == nil || !strings.Contains(err.Error(), unresolvable) {
+				t.Fatalf("a CRI pod with CDI device nvidia.com/gpu=all before the node setup: %v\n%s", err, out)
+			}
 			out, err := n.nodeSetup(t, podRoot)
 			if err != nil {
 				t.Fatalf("node setup: %v\n%s", err, out)
@@ -684,6 +704,11 @@ func TestK3sNodeCDI(t *testing.T) {
 				}
 				checkRow(t, e, out, r.folders)
 			}
+			out, err = criRun(t, rt, n.share, 10*boot+1, pod)
+			if err != nil {
+				t.Fatalf("a CRI pod with CDI device nvidia.com/gpu=all after the node setup: %v\n%s", err, out)
+			}
+			checkRow(t, e, out, pod.folders(e))
 		})
 	}
 	n.stop(t)
