@@ -332,8 +332,7 @@ func TestRancherDesktop(t *testing.T) {
 		}
 	})
 
-	release := filepath.Join(s.win, "provisioning", "wsl-gpu-hook_0.0.0-test_linux_amd64", "bin")
-	installRelease(t, release, e.hook)
+	release := unpackRelease(t, filepath.Join(s.win, "provisioning"), e.hook)
 	s.restart(t)
 	if out, err := s.ctr(t, "images", "ls", "-q"); err != nil || !strings.Contains(out, "wslgpu-test") {
 		t.Fatalf("the image did not survive the restart (/var/lib): %v\n%s", err, out)
@@ -477,6 +476,35 @@ func rancherUserBin(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// unpackRelease makes a release tarball as hack/release.sh does (its tar
+// tool, its names and modes; the binaries only) and unpacks it into dir as
+// a user does on Windows, where the files keep no mode (0644 here). It
+// returns the tarball's bin dir.
+func unpackRelease(t *testing.T, dir, hook string) string {
+	t.Helper()
+	stage := t.TempDir()
+	installRelease(t, stage, hook)
+	name := "wsl-gpu-hook_0.0.0-test_linux_amd64"
+	archive := filepath.Join(t.TempDir(), name+".tar.gz")
+	cmd := exec.Command("go", "run", ".", "tar", "-out", archive, "-prefix", name+"/",
+		filepath.Join(stage, "wsl-gpu-hook")+"=bin/wsl-gpu-hook:755", filepath.Join(stage, "wsl-gpu-ctl")+"=bin/wsl-gpu-ctl:755")
+	cmd.Dir = "../../hack/release"
+	cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH=1700000000")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/release tar: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("tar", "-xzf", archive, "-C", dir, "--no-same-permissions", "--no-same-owner").CombinedOutput(); err != nil {
+		t.Fatalf("tar -xzf: %v\n%s", err, out)
+	}
+	bin := filepath.Join(dir, name, "bin")
+	for _, b := range []string{"wsl-gpu-hook", "wsl-gpu-ctl"} {
+		if err := os.Chmod(filepath.Join(bin, b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bin
 }
 
 // installRelease lays out the release tarball's folder as a user unpacks
