@@ -42,6 +42,7 @@ import (
 type rancherSim struct {
 	m       *matrix
 	host    string // the simulated host tree, a private copy
+	folders string // dxgsim --folder-file: a driver update while running
 	win     string // %LOCALAPPDATA%\rancher-desktop, at winInside
 	varLib  string // the data distro's /var/lib
 	etcRan  string // the data distro's /etc/rancher
@@ -98,8 +99,12 @@ func newRancher(t *testing.T, m *matrix, userBin string) *rancherSim {
 	}
 	s := &rancherSim{m: m, alpine: strings.TrimSpace(string(out)),
 		win: filepath.Join(dir, "win"), varLib: filepath.Join(dir, "var-lib"), etcRan: filepath.Join(dir, "etc-rancher"),
-		share: filepath.Join(dir, "share"), sockDir: filepath.Join(dir, "sock"), engine: "containerd", top: t}
+		share: filepath.Join(dir, "share"), sockDir: filepath.Join(dir, "sock"), engine: "containerd", top: t,
+		folders: filepath.Join(dir, "folders")}
 	s.host = fixture.Host(t, profile, fixture.Options{})
+	if err := os.WriteFile(s.folders, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, d := range []string{filepath.Join(s.win, "provisioning"), s.varLib, s.etcRan, s.share, s.sockDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -154,7 +159,7 @@ func (s *rancherSim) start(t *testing.T) {
 		"sh", "-c", rdStart}
 	path := []string{s.m.engine(t, "containerd"), s.m.engine(t, "runc-static"), s.m.engine(t, "dockerd"), "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	d := &daemon{report: filepath.Join(t.TempDir(), "dxgsim.json")}
-	d.cmd = exec.Command(s.m.e.sim, append([]string{"--profile", profile, "--bind-host", s.host, "--report", d.report, "--"}, pivot...)...)
+	d.cmd = exec.Command(s.m.e.sim, append([]string{"--profile", profile, "--bind-host", s.host, "--folder-file", s.folders, "--report", d.report, "--"}, pivot...)...)
 	d.cmd.Env = []string{"PATH=" + strings.Join(path, ":"), "HOME=/root", "RD_ENGINE=" + s.engine}
 	d.cmd.Stdout, d.cmd.Stderr = &d.stderr, &d.stderr
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -416,6 +421,53 @@ func TestRancherDesktop(t *testing.T) {
 		s.engine = "containerd"
 		s.start(t)
 		gpuRows(t, rows[0])
+	})
+
+	// After the driver update the NVIDIA folder has a new name (CUDA
+	// still loads from it).
+	updated := "nvltwi.inf_amd64_00c0ffee00c0ffee"
+	afterUpdate := func(t *testing.T, dev string, folders ...string) {
+		t.Helper()
+		out, err := s.gpu(t, dev)
+		if err != nil {
+			t.Fatalf("%s --device %s after the driver update: %v\n%s", s.engine, dev, err, out)
+		}
+		checkGPU(t, out, true, folders...)
+	}
+	t.Run("Windows driver update while running: no user step", func(t *testing.T) {
+		drivers := filepath.Join(s.host, fixture.DriversDir)
+		if err := os.Rename(filepath.Join(drivers, e.nvidia), filepath.Join(drivers, updated)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(s.folders, fmt.Appendf(nil, "1=%s\n", updated), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		afterUpdate(t, "nvidia.com/gpu=all", updated)
+		afterUpdate(t, "wsl-gpu-hook.dev/gpu=all", e.intel, updated)
+	})
+
+	t.Run("a new wsl-gpu-hook release: unpack it, restart", func(t *testing.T) {
+		prov := filepath.Join(s.win, "provisioning")
+		// A hook whose bytes differ from the installed one's: the
+		// installed copy must be replaced by it.
+		newer, err := os.ReadFile(e.hook)
+		if err != nil {
+			t.Fatal(err)
+		}
+		newHook := filepath.Join(t.TempDir(), "wsl-gpu-hook")
+		if err := os.WriteFile(newHook, append(newer, "wsl-gpu-hook-test-release-2"...), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		bin := unpackRelease(t, prov, newHook)
+		s.restart(t)
+		out, err := s.sh(t, "cmp /var/lib/wsl-gpu-hook/wsl-gpu-hook "+strings.Replace(bin, s.win, winInside, 1)+"/wsl-gpu-hook && echo same")
+		if err != nil || !strings.Contains(out, "same") {
+			t.Fatalf("the installed hook is not the new release's: %v\n%s", err, out)
+		}
+		afterUpdate(t, "nvidia.com/gpu=all", updated)
+		if err := os.RemoveAll(filepath.Dir(bin)); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	t.Run("removal leaves nothing", func(t *testing.T) {
