@@ -76,12 +76,14 @@ demo: setup build tools
 TESTMODS := test/engines test/latencyfs hack/release
 
 ## engines: the engine matrix's engines (runc, containerd, dockerd from their
-## Go modules; the labs Dockerfile frontend, distribution's registry, buildx and
-## buildkitd for the build test) and Debian 13 root, built once into
-## /var/cache/wsl-gpu-hook-e2e (the root downloads while the engines compile)
+## Go modules; runc also static, for the simulated Rancher Desktop; the labs
+## Dockerfile frontend, distribution's registry, buildx and buildkitd for the
+## build test), the Debian 13 root and the Alpine-like root of Rancher Desktop's
+## distro, built once into /var/cache/wsl-gpu-hook-e2e (the roots download while
+## the engines compile)
 engines: setup
-	./hack/engines/root.sh trixie >/dev/null & root=$$!; \
-	./hack/engines/build.sh runc containerd dockerd dockerfile-frontend registry buildx buildkitd >/dev/null; built=$$?; \
+	{ ./hack/engines/root.sh trixie && ./hack/engines/root.sh rancher-alpine; } >/dev/null & root=$$!; \
+	./hack/engines/build.sh runc runc-static containerd dockerd dockerfile-frontend registry buildx buildkitd >/dev/null; built=$$?; \
 	wait $$root && exit $$built
 
 ## test: everything CI runs: lint, unit, integration and end-to-end tests,

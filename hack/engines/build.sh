@@ -5,6 +5,9 @@
 #   hack/engines/build.sh runc containerd dockerd
 #
 # runc       github.com/opencontainers/runc (cgo + libseccomp, tag seccomp)
+# runc-static the same runc linked statically (libseccomp.a and glibc's
+#            static libc, as runc's own `make static`): it runs in a root
+#            with no glibc (Alpine's, Rancher Desktop's distro)
 # containerd github.com/containerd/containerd/v2: containerd,
 #            containerd-shim-runc-v2 and ctr
 # dockerd    github.com/moby/moby/v2 cmd/dockerd (the Docker 29 daemon) and
@@ -83,6 +86,18 @@ build_runc() {
 		"github.com/opencontainers/runc@$RUNC_VERSION"
 }
 
+build_runc_static() {
+	dpkg-query -W -f='${Status}' libseccomp-dev 2>/dev/null | grep -q "install ok installed" ||
+		die "runc needs libseccomp-dev (apt-get install libseccomp-dev)"
+	# runc's Makefile `static`: netgo osusergo, -extldflags -static.
+	GOBIN=$BIN CGO_ENABLED=1 go install -trimpath -tags "seccomp urfave_cli_no_docs netgo osusergo" \
+		-ldflags "-s -w -extldflags -static" "github.com/opencontainers/runc@$RUNC_VERSION"
+	if file "$BIN/runc" | grep -q 'dynamically linked'; then
+		echo "runc-static: $BIN/runc is dynamically linked" >&2
+		return 1
+	fi
+}
+
 build_containerd() {
 	local pkg=github.com/containerd/containerd/v2
 	local ld="-s -w -X $pkg/version.Version=$CONTAINERD_VERSION -X $pkg/version.Package=$pkg"
@@ -144,10 +159,11 @@ build_buildx() {
 	mv "$BIN/buildx" "$BIN/docker-buildx" # the name the docker CLI looks for
 }
 
-[ $# -gt 0 ] || die "usage: build.sh runc|containerd|dockerd|dockerfile-frontend|registry|buildx|buildkitd..."
+[ $# -gt 0 ] || die "usage: build.sh runc|runc-static|containerd|dockerd|dockerfile-frontend|registry|buildx|buildkitd..."
 for name in "$@"; do
 	case $name in
 	runc) build runc "$RUNC_VERSION" build_runc ;;
+	runc-static) build runc-static "$RUNC_VERSION" build_runc_static ;;
 	containerd) build containerd "$CONTAINERD_VERSION" build_containerd ;;
 	# -2: with docker-proxy, which publishes kind's API server port.
 	dockerd) build dockerd "$DOCKER_VERSION-2" build_dockerd ;;
@@ -155,6 +171,6 @@ for name in "$@"; do
 	registry) build registry "$DISTRIBUTION_VERSION" build_registry ;;
 	buildkitd) build buildkitd "$BUILDKIT_VERSION" build_buildkitd ;;
 	buildx) build buildx "$BUILDX_VERSION" build_buildx ;;
-	*) die "unknown engine $name: runc, containerd, dockerd, dockerfile-frontend, registry, buildx or buildkitd" ;;
+	*) die "unknown engine $name: runc, runc-static, containerd, dockerd, dockerfile-frontend, registry, buildx or buildkitd" ;;
 	esac
 done
