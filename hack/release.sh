@@ -3,7 +3,8 @@
 #   hack/release.sh OUTDIR
 # For each architecture in ARCHES (default amd64 arm64):
 #   wsl-gpu-hook_<version>_linux_<arch>.tar.gz   the four static binaries, the config,
-#                                                the CDI unit, the man page, the docs
+#                                                the CDI unit, the man page, the docs,
+#                                                Rancher Desktop's provisioning script
 #   the deb, rpm and apk (hack/packages.sh, from packaging/nfpm.yaml)
 # and once:
 #   wsl-gpu-hook-image_<version>.tar             `make image`, tagged localhost/wsl-gpu-hook:<version>
@@ -90,6 +91,7 @@ for arch in $arches; do
 		config/config.toml=config/config.toml config/systemd/wsl-gpu-hook-cdi.service=config/systemd/wsl-gpu-hook-cdi.service \
 		packaging/wsl-gpu-hook.1=man/wsl-gpu-hook.1 packaging/wsl-gpu-ctl.1=man/wsl-gpu-ctl.1 \
 		packaging/completions/wsl-gpu-ctl.bash=completions/wsl-gpu-ctl.bash packaging/completions/_wsl-gpu-ctl=completions/_wsl-gpu-ctl \
+		packaging/rancher-desktop/wsl-gpu-hook.start=rancher-desktop/wsl-gpu-hook.start:755 \
 		README.md=README.md "${docs[@]}" LICENSE=LICENSE
 	sbom "$out/$name.tar.gz" "pkg:generic/wsl-gpu-hook@$describe?arch=$arch" \
 		"$bin/wsl-gpu-hook" "$bin/wsl-gpu-ctl" "$bin/wsl-gpu-device-plugin" "$bin/wsl-gpu-dra-driver"
