@@ -7,27 +7,6 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 )
 
-// Kind is what an adapter is for.
-type Kind string
-
-// Kinds of adapters.
-const (
-	GPU      Kind = "gpu"
-	NPU      Kind = "npu"
-	Software Kind = "software"
-)
-
-// KindOf decides what a is: the one place that says "is this a GPU".
-func KindOf(a driverstore.Adapter) Kind {
-	switch {
-	case a.Type.Software():
-		return Software
-	case a.Type.ComputeOnly() && a.Vendor != driverstore.NVIDIA && a.Vendor != driverstore.AMD:
-		return NPU
-	}
-	return GPU
-}
-
 // ID is one adapter's identity.
 type ID struct {
 	// Name is stable across WSL boots and driver updates (see the

@@ -21,19 +21,24 @@ import (
 func TestKindOf(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
+		pci    uint32
 		vendor driverstore.Vendor
 		typ    dxcore.AdapterType
 		want   adapterid.Kind
 	}{
-		{"a GPU", driverstore.Intel, dxcore.TypeRender, adapterid.GPU},
-		{"WARP", driverstore.Microsoft, dxcore.TypeRender | dxcore.TypeSoftware, adapterid.Software},
-		{"Intel's AI Boost", driverstore.Intel, dxcore.TypeComputeOnly, adapterid.NPU},
-		{"Qualcomm's Hexagon", driverstore.Qualcomm, dxcore.TypeComputeOnly, adapterid.NPU},
-		{"an NVIDIA GPU in MCDM mode", driverstore.NVIDIA, dxcore.TypeComputeOnly, adapterid.GPU},
-		{"an AMD compute-only GPU", driverstore.AMD, dxcore.TypeComputeOnly, adapterid.GPU},
+		{"a GPU", 0x8086, driverstore.Intel, dxcore.TypeRender, adapterid.GPU},
+		{"WARP", 0x1414, driverstore.Microsoft, dxcore.TypeRender | dxcore.TypeSoftware, adapterid.Software},
+		{"Intel's AI Boost", 0x8086, driverstore.Intel, dxcore.TypeComputeOnly, adapterid.NPU},
+		{"Qualcomm's Hexagon", 0x4D4F4351, driverstore.Qualcomm, dxcore.TypeComputeOnly, adapterid.NPU},
+		{"an NVIDIA GPU in MCDM mode", 0x10de, driverstore.NVIDIA, dxcore.TypeComputeOnly, adapterid.GPU},
+		{"an NVIDIA GPU the marker file named", 0, driverstore.NVIDIA, dxcore.TypeComputeOnly, adapterid.GPU},
+		{"an AMD compute-only GPU", 0x1002, driverstore.AMD, dxcore.TypeComputeOnly, adapterid.GPU},
+		{"AMD's Ryzen AI NPU", 0x1022, driverstore.AMD, dxcore.TypeComputeOnly, adapterid.NPU},
+		// The hook enumerates without the type: the id alone tells.
+		{"AMD's Ryzen AI NPU, type not asked", 0x1022, driverstore.AMD, 0, adapterid.NPU},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := driverstore.Adapter{Adapter: dxcore.Adapter{Type: tc.typ}, Vendor: tc.vendor}
+			a := driverstore.Adapter{Adapter: dxcore.Adapter{Type: tc.typ, PCI: dxcore.PCIIDs{Vendor: tc.pci}}, Vendor: tc.vendor}
 			if got := adapterid.KindOf(a); got != tc.want {
 				t.Errorf("KindOf = %s, want %s", got, tc.want)
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendors"
 )
 
 // EnvPrefix starts the name of every environment variable a device of ours
@@ -25,7 +26,10 @@ const EnvPrefix = "WSL_GPU_CDI_"
 type Selection struct {
 	// All selects every adapter.
 	All bool
-	// Vendor restricts the selection to one vendor's adapters; "" is any.
+	// Vendor restricts the selection to one vendor's adapters, and for
+	// a vendor with a CDI kind (amd.com/gpu) to its GPUs
+	// (vendors.Selects): AMD's Ryzen AI NPU is never amd.com/gpu=N. ""
+	// is any adapter.
 	Vendor driverstore.Vendor
 	// Index is the adapter's position among Vendor's adapters, as
 	// NVIDIA_VISIBLE_DEVICES counts NVIDIA GPUs, or with Vendor "" its
@@ -197,7 +201,7 @@ func (r Union) Select(adapters []driverstore.Adapter) ([]driverstore.Adapter, er
 		count := 0 // adapters of s.Vendor seen so far
 		for i, a := range adapters {
 			n := -1 // a's position among s.Vendor's adapters
-			if s.Vendor == "" || a.Vendor == s.Vendor {
+			if s.Vendor == "" || vendors.Selects(s.Vendor, a.Vendor, a.Kind()) {
 				n = count
 				count++
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/edits"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendors"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
 
@@ -78,7 +79,7 @@ func Generate(inv *driverstore.Inventory, opt Options) ([]*cdi.Spec, error) {
 	add(own, "all", cdiselect.Selection{All: true, Index: -1})
 	seen := map[driverstore.Vendor]bool{}
 	for _, a := range inv.Adapters {
-		if !seen[a.Vendor] {
+		if !seen[a.Vendor] && vendors.Selects(a.Vendor, a.Vendor, a.Kind()) {
 			seen[a.Vendor] = true
 			add(own, string(a.Vendor), cdiselect.Selection{Vendor: a.Vendor, Index: -1})
 		}
@@ -101,11 +102,13 @@ func Generate(inv *driverstore.Inventory, opt Options) ([]*cdi.Spec, error) {
 		if !seen[vk.Vendor] || slices.Contains(opt.SkipKinds, vk.Kind) {
 			continue
 		}
+		// A vendor kind names the vendor's GPUs only (vendors.Selects):
+		// AMD's Ryzen AI NPU is no amd.com/gpu.
 		s := newSpec(vk.Kind, opt)
 		add(s, "all", cdiselect.Selection{Vendor: vk.Vendor, Index: -1})
 		n := 0
 		for _, a := range inv.Adapters {
-			if a.Vendor == vk.Vendor {
+			if vendors.Selects(vk.Vendor, a.Vendor, a.Kind()) {
 				add(s, strconv.Itoa(n), cdiselect.Selection{Vendor: vk.Vendor, Index: n})
 				n++
 			}

@@ -15,6 +15,8 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
 
 func adapter(index int, v driverstore.Vendor, luid uint32, folder string) driverstore.Adapter {
@@ -244,5 +246,47 @@ func TestFileName(t *testing.T) {
 		if got := FileName(kind); got != want {
 			t.Errorf("FileName(%s) = %s, want %s", kind, got, want)
 		}
+	}
+}
+
+// On a Ryzen AI host amd.com/gpu names the Radeon only: the XDNA NPU
+// (AMD's own PCI id, compute-only) is no GPU, so neither amd.com/gpu=all
+// nor an index there gives a container the NPU. Our own kind still
+// names it, by index and LUID.
+func TestRyzenAIVendorKindNamesOnlyTheGPU(t *testing.T) {
+	p, err := simhost.Lookup("ryzen-ai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := &driverstore.Inventory{}
+	for _, a := range fixture.Adapters(p) {
+		inv.Adapters = append(inv.Adapters, driverstore.Adapter{Adapter: a, Vendor: driverstore.VendorOf(a.PCI.Vendor), Folder: "f"})
+	}
+	specs, err := Generate(inv, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, s := range specs {
+		if s.Kind != AMDKind {
+			continue
+		}
+		for _, d := range s.Devices {
+			u, err := cdiselect.FromArgs(d.ContainerEdits.Hooks[0].Args[len(d.ContainerEdits.Hooks[0].Args)-1:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			picked, err := u.Select(inv.Adapters)
+			if err != nil {
+				t.Fatalf("%s: %v", d.Name, err)
+			}
+			for _, a := range picked {
+				got[d.Name] = append(got[d.Name], a.Description)
+			}
+		}
+	}
+	want := map[string][]string{"all": {"AMD Radeon(TM) 890M Graphics"}, "0": {"AMD Radeon(TM) 890M Graphics"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("amd.com/gpu devices select %v, want %v", got, want)
 	}
 }

@@ -136,6 +136,7 @@ func cdiDevices(host []driverstore.Adapter, devs []Device) []string {
 		return names
 	}
 	v := devs[0].Adapter.Vendor
+	sel := cdiselect.Selection{Vendor: v, Index: -1}
 	var all string
 	switch v {
 	case driverstore.NVIDIA:
@@ -147,7 +148,7 @@ func cdiDevices(host []driverstore.Adapter, devs []Device) []string {
 	default:
 		return names
 	}
-	picked, err := cdiselect.Union{Selections: []cdiselect.Selection{{Vendor: v, Index: -1}}}.Select(host)
+	picked, err := cdiselect.Union{Selections: []cdiselect.Selection{sel}}.Select(host)
 	if err != nil || len(picked) != len(devs) {
 		return names
 	}

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/adapterid"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendors"
 )
 
 // Default resource names, as existing manifests and charts ask for them.
@@ -66,7 +68,7 @@ type Device struct {
 	// Adapter and VendorIndex describe it as of the last Build.
 	Present     bool
 	Adapter     driverstore.Adapter
-	VendorIndex int // position among the adapters of its vendor, host order
+	VendorIndex int // position among the GPUs of its vendor, host order
 	Replica     int
 }
 
@@ -74,6 +76,9 @@ type Device struct {
 func (d Device) CDIName() string {
 	if !d.Present {
 		return ""
+	}
+	if !vendors.Selects(d.Adapter.Vendor, d.Adapter.Vendor, d.Adapter.Kind()) {
+		return CDIKindGeneric + "=" + strconv.Itoa(d.Adapter.Index)
 	}
 	return CDIName(d.Adapter.Vendor, d.Adapter.Index, d.VendorIndex)
 }
@@ -112,8 +117,12 @@ func Build(inv *driverstore.Inventory, listErr error, prev *Plan, opt Options) *
 		ids := adapterid.Of(inv.Adapters)
 		vendorCount := map[driverstore.Vendor]int{}
 		for i, a := range inv.Adapters {
+			// A vendor's CDI kind counts what its selection takes
+			// (vendors.Selects): NVIDIA's and AMD's GPUs.
 			vi := vendorCount[a.Vendor]
-			vendorCount[a.Vendor]++
+			if vendors.Selects(a.Vendor, a.Vendor, ids[i].Kind) {
+				vendorCount[a.Vendor]++
+			}
 			res := opt.resourceOf(a)
 			if res == "" || ids[i].Kind == adapterid.Software {
 				continue

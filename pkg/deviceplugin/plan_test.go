@@ -86,6 +86,11 @@ func TestBuildAdvertisesOneDevicePerAdapter(t *testing.T) {
 			"wsl-gpu-hook.dev/npu qualcomm-41304430-00000000-0 healthy"}},
 		{"snapdragon-x", func(o *Options) { o.Resources[driverstore.Qualcomm] = "" }, []string{
 			"wsl-gpu-hook.dev/npu qualcomm-41304430-00000000-0 healthy"}},
+		// Ryzen AI: the Radeon iGPU (ATI's 0x1002) is the one amd.com/gpu,
+		// the XDNA NPU (AMD's 0x1022, compute-only) an NPU.
+		{"ryzen-ai", nil, []string{
+			"amd.com/gpu amd-150e-1f631043-0 healthy",
+			"wsl-gpu-hook.dev/npu amd-17f0-1f631043-0 healthy"}},
 		{"no-gpu", nil, nil},
 		{"nvidia-laptop", func(o *Options) { o.Resources[driverstore.Intel] = "" }, []string{laptopNVIDIA + " healthy"}},
 		{"nvidia-laptop", func(o *Options) { o.Replicas = 2 }, []string{
@@ -254,5 +259,24 @@ func TestChanges(t *testing.T) {
 	}
 	if got := p2.Changes(p2); len(got) != 0 {
 		t.Errorf("no change reported %q", got)
+	}
+}
+
+// On a Ryzen AI host the kubelet gets one amd.com/gpu, the Radeon, whose
+// CDI device is amd.com/gpu=0; the NPU's CDI device is ours, by index,
+// never a second amd.com/gpu.
+func TestRyzenAIOneAMDGPU(t *testing.T) {
+	h := newHost(t, "ryzen-ai")
+	p := Build(h.inventory(t), nil, nil, h.opts())
+	var got []string
+	for _, d := range p.Devices {
+		got = append(got, d.Resource+" "+d.Adapter.Description+" "+d.CDIName())
+	}
+	want := []string{
+		"amd.com/gpu AMD Radeon(TM) 890M Graphics amd.com/gpu=0",
+		"wsl-gpu-hook.dev/npu NPU Compute Accelerator Device wsl-gpu-hook.dev/gpu=1",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("devices:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

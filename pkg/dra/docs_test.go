@@ -27,7 +27,7 @@ func TestDocsSelectors(t *testing.T) {
 }
 
 // The chart's "any WSL GPU" DeviceClass selects GPUs: not WARP, not an NPU,
-// but an NVIDIA GPU in compute-only mode.
+// not AMD's Ryzen AI NPU, but an NVIDIA GPU in compute-only mode.
 func TestChartGPUClass(t *testing.T) {
 	data, err := os.ReadFile("../../deploy/helm/wsl-gpu-hook/templates/dra.yaml")
 	if err != nil {
@@ -48,6 +48,8 @@ func TestChartGPUClass(t *testing.T) {
 		want    []string
 	}{
 		{"intel-npu", []string{"intel-7d55-0c111028-0"}},
+		// Ryzen AI: the Radeon, not the XDNA NPU (AMD's own PCI id).
+		{"ryzen-ai", []string{"amd-150e-1f631043-0"}},
 		{"compute-only", []string{"nvidia-20b0-145010de-0"}},
 		{"nvidia-laptop", []string{"intel-9a49-22d817aa-0", "nvidia-2520-3a5c17aa-0"}},
 		{"warp", []string{"nvidia-2520-3a5c17aa-0"}},

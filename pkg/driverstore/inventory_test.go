@@ -29,7 +29,7 @@ func fixtureHost(t testing.TB, name string, compiled bool, omit ...string) (Opti
 
 var kindVendor = map[simhost.FolderKind]Vendor{
 	simhost.FolderNVIDIA: NVIDIA, simhost.FolderAMD: AMD, simhost.FolderIntel: Intel, simhost.FolderNPU: Intel,
-	simhost.FolderQualcomm: Qualcomm, simhost.FolderHexagon: Qualcomm,
+	simhost.FolderQualcomm: Qualcomm, simhost.FolderHexagon: Qualcomm, simhost.FolderXDNA: AMD,
 }
 
 func TestBuildProfiles(t *testing.T) {

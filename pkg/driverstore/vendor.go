@@ -1,65 +1,34 @@
 package driverstore
 
-// Vendor names who made an adapter, as users select it ("nvidia").
-type Vendor string
+import "github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendors"
 
-// Vendors the hook tells apart.
+// Vendor names who made an adapter, as users select it ("nvidia"): the
+// vendor table's name (package vendors).
+type Vendor = vendors.Name
+
+// Vendors the hook tells apart (package vendors holds their table).
 const (
-	NVIDIA    Vendor = "nvidia"
-	AMD       Vendor = "amd"
-	Intel     Vendor = "intel"
-	Microsoft Vendor = "microsoft"
-	Qualcomm  Vendor = "qualcomm"
-	Unknown   Vendor = "unknown"
+	NVIDIA    = vendors.NVIDIA
+	AMD       = vendors.AMD
+	Intel     = vendors.Intel
+	Microsoft = vendors.Microsoft
+	Qualcomm  = vendors.Qualcomm
+	Unknown   = vendors.Unknown
 )
 
 // Vendors lists every vendor the hook tells apart, Unknown last: the names
 // a selection, a CDI device or a label may carry.
-func Vendors() []Vendor { return []Vendor{NVIDIA, AMD, Intel, Microsoft, Qualcomm, Unknown} }
-
-// Known reports whether v is one of Vendors.
-func (v Vendor) Known() bool {
-	switch v {
-	case NVIDIA, AMD, Intel, Microsoft, Qualcomm, Unknown:
-		return true
-	}
-	return false
-}
-
-// PCI vendor ids (pci.ids).
-const (
-	pciNVIDIA    = 0x10de
-	pciAMD       = 0x1002 // ATI: Radeon GPUs
-	pciAMDCPU    = 0x1022 // AMD proper: Ryzen AI NPUs
-	pciIntel     = 0x8086
-	pciMicrosoft = 0x1414 // Basic Render Driver (WARP), virtual adapters
-	pciQualcomm  = 0x5143 // Qualcomm's PCI id, as its own OpenCL driver reports it
-	// acpiQualcomm is "QCOM" in ASCII, little-endian: the ACPI vendor of
-	// the Snapdragon's Adreno GPU and Hexagon NPU, which Windows on Arm
-	// reports as the vendor id (DXGI/DXCore VendorId, and the host's
-	// answer to PHYSICALADAPTERDEVICEIDS, which the WSL kernel forwards
-	// unchanged). The device id is the ACPI one the same way: "0C36"
-	// (0x36334330) for the X1-85 GPU, "0D0A" (0x41304430) for the NPU.
-	acpiQualcomm = 0x4D4F4351
-)
+func Vendors() []Vendor { return vendors.Names() }
 
 // nvidiaMarker is the file only NVIDIA driver store folders hold; its
 // presence classifies an adapter the host gave no usable PCI vendor for.
 const nvidiaMarker = "libcuda.so.1.1"
 
 // VendorOf classifies a PCI vendor id; ids it does not know are Unknown.
-func VendorOf(pciVendor uint32) Vendor {
-	switch pciVendor {
-	case pciNVIDIA:
-		return NVIDIA
-	case pciAMD, pciAMDCPU:
-		return AMD
-	case pciIntel:
-		return Intel
-	case pciMicrosoft:
-		return Microsoft
-	case pciQualcomm, acpiQualcomm:
-		return Qualcomm
-	}
-	return Unknown
+func VendorOf(pciVendor uint32) Vendor { return vendors.Of(pciVendor) }
+
+// Kind is what a is for, from its PCI vendor and type flags
+// (vendors.Classify): the one place that says "is this a GPU".
+func (a Adapter) Kind() vendors.Kind {
+	return vendors.Classify(a.PCI.Vendor, a.Vendor, a.Type.ComputeOnly(), a.Type.Software())
 }

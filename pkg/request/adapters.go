@@ -18,7 +18,7 @@ func Targets(adapters []driverstore.Adapter) func(driverstore.Adapter) Target {
 		if !ok {
 			n = -1
 		}
-		return Target{Index: a.Index, LUID: a.LUID, Vendor: string(a.Vendor), NVIDIAIndex: n}
+		return Target{Index: a.Index, LUID: a.LUID, Vendor: string(a.Vendor), Kind: a.Kind(), NVIDIAIndex: n}
 	}
 }
 

@@ -22,10 +22,10 @@ func TestTargets(t *testing.T) {
 	}
 	target := Targets(host)
 	want := []Target{
-		{Index: 0, LUID: dxcore.LUID{Low: 0x100}, Vendor: "intel", NVIDIAIndex: -1},
-		{Index: 1, LUID: dxcore.LUID{Low: 0x101}, Vendor: "nvidia", NVIDIAIndex: 0},
-		{Index: 2, LUID: dxcore.LUID{Low: 0x102}, Vendor: "microsoft", NVIDIAIndex: -1},
-		{Index: 3, LUID: dxcore.LUID{Low: 0x103}, Vendor: "nvidia", NVIDIAIndex: 1},
+		{Index: 0, LUID: dxcore.LUID{Low: 0x100}, Vendor: "intel", Kind: "gpu", NVIDIAIndex: -1},
+		{Index: 1, LUID: dxcore.LUID{Low: 0x101}, Vendor: "nvidia", Kind: "gpu", NVIDIAIndex: 0},
+		{Index: 2, LUID: dxcore.LUID{Low: 0x102}, Vendor: "microsoft", Kind: "gpu", NVIDIAIndex: -1},
+		{Index: 3, LUID: dxcore.LUID{Low: 0x103}, Vendor: "nvidia", Kind: "gpu", NVIDIAIndex: 1},
 	}
 	for i, a := range host {
 		if got := target(a); got != want[i] {
@@ -68,4 +68,19 @@ func TestTargets(t *testing.T) {
 
 func specWithEnv(kv ...string) *oci.Spec {
 	return &oci.Spec{Process: &oci.Process{Env: kv}}
+}
+
+// On a Ryzen AI host "amd" is the Radeon, not the XDNA NPU (AMD's own PCI
+// id): the same adapters amd.com/gpu=all gives (package cdiselect).
+func TestVendorAMDIsNotTheNPU(t *testing.T) {
+	radeon, npu := adapter(0, driverstore.AMD), adapter(1, driverstore.AMD)
+	radeon.PCI.Vendor, npu.PCI.Vendor, npu.Type = 0x1002, 0x1022, dxcore.TypeComputeOnly
+	r, err := Parse("amd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Adapters(r, []driverstore.Adapter{radeon, npu})
+	if err != nil || len(got) != 1 || got[0].Index != 0 {
+		t.Errorf("amd selects %v (%v), want the Radeon (adapter 0) only", got, err)
+	}
 }

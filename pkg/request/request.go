@@ -20,6 +20,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendors"
 )
 
 // Kind says what a selector names.
@@ -32,9 +33,9 @@ const (
 	ByVendor
 )
 
-// vendors lists the vendors a selector may name: every vendor the hook
+// vendorNames lists the vendors a selector may name: every vendor the hook
 // tells apart, but not "unknown".
-func vendors() []string {
+func vendorNames() []string {
 	var out []string
 	for _, v := range driverstore.Vendors() {
 		if v != driverstore.Unknown {
@@ -103,7 +104,7 @@ func Parse(value string) (Selection, error) {
 
 func parseSelector(item string) (Selector, error) {
 	lower := strings.ToLower(item)
-	for _, v := range vendors() {
+	for _, v := range vendorNames() {
 		if lower == v {
 			return Selector{Kind: ByVendor, Vendor: v, Raw: item}, nil
 		}
@@ -121,7 +122,7 @@ func parseSelector(item string) (Selector, error) {
 	if strings.HasPrefix(lower, "gpu-") || strings.HasPrefix(lower, "mig-") {
 		return Selector{}, fmt.Errorf("GPU selector %q: GPU UUIDs do not exist on WSL: select by index, LUID or vendor (see wsl-gpu-hook info)", item)
 	}
-	return Selector{}, fmt.Errorf("GPU selector %q: want all, none, an adapter index, a LUID (0x...) or a vendor (%s)", item, strings.Join(vendors(), ", "))
+	return Selector{}, fmt.Errorf("GPU selector %q: want all, none, an adapter index, a LUID (0x...) or a vendor (%s)", item, strings.Join(vendorNames(), ", "))
 }
 
 // Target is what a selector is matched against.
@@ -129,6 +130,10 @@ type Target struct {
 	Index  int
 	LUID   dxcore.LUID
 	Vendor string
+	// Kind is what the adapter is for (driverstore.Adapter.Kind): a
+	// vendor selector takes an NVIDIA's or AMD's GPUs only
+	// (vendors.Selects), never AMD's Ryzen AI NPU.
+	Kind vendors.Kind
 	// NVIDIAIndex is the adapter's position among the NVIDIA adapters,
 	// -1 for others.
 	NVIDIAIndex int
@@ -148,7 +153,7 @@ func (s Selector) Match(t Target, nvidiaIndexes bool) bool {
 	case ByLUID:
 		return s.LUID == t.LUID
 	default:
-		return s.Vendor == t.Vendor
+		return vendors.Selects(vendors.Name(s.Vendor), vendors.Name(t.Vendor), t.Kind)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendors"
 )
 
 // Paths inside the container.
@@ -40,17 +41,19 @@ type Adapter struct {
 	// Known only when the adapters were enumerated with details.
 	ComputeOnly bool
 	// PCIVendor is the physical adapter's PCI vendor id, always known: it
-	// tells AMD's GPUs (0x1002, ATI) from its NPUs (0x1022).
+	// tells AMD's GPUs from its NPUs (package vendors).
 	PCIVendor uint32
 }
 
-// pciAMDNPU is AMD proper's PCI vendor id, which its Ryzen AI NPUs carry;
-// ROCm drives the Radeon GPUs (0x1002).
-const pciAMDNPU = 0x1022
+// kind is what a is for (vendors.Classify, as driverstore.Adapter.Kind).
+func (a Adapter) kind() vendors.Kind {
+	return vendors.Classify(a.PCIVendor, a.Vendor, a.ComputeOnly, false)
+}
 
-// rocmGPU reports an adapter ROCm can drive through librocdxg.
+// rocmGPU reports an adapter ROCm can drive through librocdxg: an AMD GPU
+// (not its Ryzen AI NPU) with graphics.
 func (a Adapter) rocmGPU() bool {
-	return a.Vendor == driverstore.AMD && !a.ComputeOnly && a.PCIVendor != pciAMDNPU
+	return a.Vendor == driverstore.AMD && !a.ComputeOnly && a.kind() == vendors.GPU
 }
 
 // FromInventory converts driverstore adapters.
@@ -198,7 +201,7 @@ func ROCmEdits(r ROCm) Edits {
 func gpus(as []Adapter, v driverstore.Vendor) []Adapter {
 	var out []Adapter
 	for _, a := range as {
-		if a.Vendor == v && !a.ComputeOnly {
+		if a.Vendor == v && a.kind() == vendors.GPU {
 			out = append(out, a)
 		}
 	}

@@ -41,7 +41,7 @@ type infoJSON struct {
 	Skipped []string `json:"skipped"`
 }
 
-var vendorNames = map[uint32]string{simhost.VendorNVIDIA: "nvidia", simhost.VendorAMD: "amd", simhost.VendorIntel: "intel", simhost.VendorMicrosoft: "microsoft", simhost.VendorQualcomm: "qualcomm"}
+var vendorNames = map[uint32]string{simhost.VendorNVIDIA: "nvidia", simhost.VendorAMD: "amd", simhost.VendorAMDCPU: "amd", simhost.VendorIntel: "intel", simhost.VendorMicrosoft: "microsoft", simhost.VendorQualcomm: "qualcomm"}
 
 // Every profile: info lists every adapter with the right vendor, LUID and
 // folder as it is on disk (the host may spell it in another case).
@@ -86,6 +86,29 @@ func TestInfoEveryProfile(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A Ryzen AI laptop: info's KIND column says the XDNA NPU is an npu and
+// the Radeon a gpu, as the device plugin, DRA and the labels take them.
+func TestInfoRyzenAINPU(t *testing.T) {
+	tl := build(t, true)
+	p, _ := simhost.Lookup("ryzen-ai")
+	cfg, dev := tl.host(t, p)
+	r := tl.run(t, []string{"--profile", p.Name, "--dev", dev}, tl.hook, "--config", cfg, "info")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var got []string
+	for _, line := range strings.Split(r.stdout, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && (f[0] == "0" || f[0] == "1") {
+			got = append(got, strings.Join(f[1:5], " "))
+		}
+	}
+	want := []string{"amd-150e-1f631043-0 gpu amd 1002:150e", "amd-17f0-1f631043-0 npu amd 1022:17f0"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("info rows (ID KIND VENDOR PCI ID):\n%s\nwant:\n%s\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), r.stdout)
 	}
 }
 

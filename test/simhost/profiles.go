@@ -14,8 +14,11 @@ import (
 
 // PCI vendor ids as the host reports them.
 const (
-	VendorNVIDIA    uint32 = 0x10DE
-	VendorAMD       uint32 = 0x1002
+	VendorNVIDIA uint32 = 0x10DE
+	VendorAMD    uint32 = 0x1002 // ATI: Radeon GPUs
+	// VendorAMDCPU is AMD proper, whose Ryzen AI NPUs (XDNA) the host
+	// reports beside the Radeon iGPU.
+	VendorAMDCPU    uint32 = 0x1022
 	VendorIntel     uint32 = 0x8086
 	VendorMicrosoft uint32 = 0x1414
 	// VendorQualcomm is what Windows on Arm reports for the Snapdragon's
@@ -47,6 +50,9 @@ const (
 	// FolderHexagon the Hexagon NPU's (an MCDM compute driver).
 	FolderQualcomm FolderKind = "qualcomm"
 	FolderHexagon  FolderKind = "qualcomm-npu"
+	// FolderXDNA is AMD's Ryzen AI NPU package (kipudrv.inf, "NPU
+	// Compute Accelerator Device"): an MCDM compute driver.
+	FolderXDNA FolderKind = "amd-npu"
 )
 
 // Adapter is one GPU (or NPU) as the Windows host reports it.
@@ -224,6 +230,35 @@ var profiles = []Profile{
 				Description: "Snapdragon(R) X Elite - X1E78100 - Qualcomm(R) Hexagon(TM) NPU", DedicatedMemory: 0,
 				DriverStorePath: `C:\Windows\System32\DriverStore\FileRepository\qcnspmcdm8380.inf_arm64_4e7d2c19b0a85f36`,
 				Folder:          "qcnspmcdm8380.inf_arm64_4e7d2c19b0a85f36", Kind: FolderHexagon,
+			},
+		},
+	},
+	{
+		// A Ryzen AI laptop: the Radeon iGPU is ATI's vendor (0x1002), the
+		// NPU AMD's own (0x1022), compute-only under MCDM. AMD's NPU
+		// driver package is kipudrv.inf (AMD's Ryzen AI install guide runs
+		// amd_install_kipudrv.bat; the store folder is
+		// kipudrv.inf_amd64_<hash>).
+		Name:    "ryzen-ai",
+		Summary: "AMD Ryzen AI 9 HX 370: Radeon 890M iGPU + XDNA 2 NPU (compute-only)",
+		DRI:     true,
+		WSLg:    true,
+		Adapters: []Adapter{
+			{
+				LUIDLow: 0x11f4c, VendorID: VendorAMD, DeviceID: 0x150e,
+				SubVendorID: 0x1043, SubSystemID: 0x1f63, RevisionID: 0xc1,
+				WDDMVersion: 3200, Flags: FlagRender | FlagHybridIntegrate | FlagParavirtualized,
+				Description: "AMD Radeon(TM) 890M Graphics", DedicatedMemory: 512 << 20,
+				DriverStorePath: storePrefix + "u0412733.inf_amd64_5e1c0b8f3d27a964",
+				Folder:          "u0412733.inf_amd64_5e1c0b8f3d27a964", Kind: FolderAMD,
+			},
+			{
+				LUIDLow: 0x11f8a, VendorID: VendorAMDCPU, DeviceID: 0x17f0,
+				SubVendorID: 0x1043, SubSystemID: 0x1f63, RevisionID: 0x10,
+				WDDMVersion: 3200, Flags: FlagComputeOnly | FlagParavirtualized,
+				Description: "NPU Compute Accelerator Device", DedicatedMemory: 0,
+				DriverStorePath: storePrefix + "kipudrv.inf_amd64_1a1aa059597c4810",
+				Folder:          "kipudrv.inf_amd64_1a1aa059597c4810", Kind: FolderXDNA,
 			},
 		},
 	},
