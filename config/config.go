@@ -18,6 +18,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendors"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
@@ -149,9 +150,9 @@ func Default() Config {
 		SonameCache:       "/var/cache/wsl-gpu-hook",
 		SysfsDir:          "/sys",
 		DevicePlugin: DevicePlugin{
-			NVIDIAResource: "nvidia.com/gpu", AMDResource: "amd.com/gpu",
-			IntelResource: "gpu.intel.com/dxg", QualcommResource: "qualcomm.com/gpu",
-			OtherResource: "wsl-gpu-hook.dev/dxg", NPUResource: "wsl-gpu-hook.dev/npu",
+			NVIDIAResource: vendors.ResourceNVIDIA, AMDResource: vendors.ResourceAMD,
+			IntelResource: vendors.ResourceIntel, QualcommResource: vendors.ResourceQualcomm,
+			OtherResource: vendors.ResourceOther, NPUResource: vendors.NPUResource,
 			Replicas: 1, CDI: true,
 		},
 	}

@@ -134,7 +134,7 @@ func gatherInfo(cfg config.Config) (*infoReport, error) {
 			SubSystemID: fmt.Sprintf("0x%04x%04x", a.PCI.SubSystem, a.PCI.SubVendor),
 			Revision:    fmt.Sprintf("0x%02x", a.PCI.Revision),
 			LUID:        a.LUID.String(),
-			WDDM:        fmt.Sprintf("%d.%d", a.WDDMVersion/1000, a.WDDMVersion%1000/100),
+			WDDM:        dxcore.WDDM(a.WDDMVersion),
 			Flags:       strings.Split(a.Type.String(), ","),
 			Description: a.Description,
 			DriverStore: a.DriverStorePath,

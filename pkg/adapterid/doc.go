@@ -21,8 +21,8 @@
 // the same order, which it does (by bus location).
 //
 // Kind sorts adapters into what they are for: a GPU; an NPU (AMD's Ryzen
-// AI NPUs, which carry AMD's own PCI id 0x1022 where its GPUs carry ATI's
-// 0x1002, and any compute-only accelerator that is not NVIDIA's or AMD's:
+// AI NPUs, which carry AMD's own PCI id where its GPUs carry ATI's, and
+// any compute-only accelerator that is not NVIDIA's or AMD's:
 // their compute-only adapters are datacenter GPUs in compute mode, which
 // CUDA and ROCm run on); or a software rasterizer (WARP), which is no GPU
 // at all. Package vendors decides it (vendors.Classify) from the PCI

@@ -19,26 +19,37 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
 
-// Kinds the generator writes.
+// Kinds the generator writes (package vendors holds them).
 const (
 	// Kind is our own: users write Kind + "=all", "=nvidia", "=0", "=0x4486d1".
-	Kind = "wsl-gpu-hook.dev/gpu"
+	Kind = vendors.OwnCDIKind
 	// NVIDIAKind is the name podman 5 and Docker 29.2+ turn --gpus into.
-	NVIDIAKind = "nvidia.com/gpu"
+	NVIDIAKind = vendors.CDIKindNVIDIA
 	// AMDKind is the name Docker 29.3+ turns --gpus into on AMD hosts.
-	AMDKind = "amd.com/gpu"
+	AMDKind = vendors.CDIKindAMD
 )
 
 // HookCommand is the hook's command word, after HookArgs.
 const HookCommand = "cdi-hook"
 
-// VendorKinds maps each vendor kind to the vendor whose adapters it names.
-var VendorKinds = []struct {
+// VendorKind is a vendor's own CDI kind and the vendor whose GPUs it names.
+type VendorKind struct {
 	Kind   string
 	Vendor driverstore.Vendor
-}{
-	{NVIDIAKind, driverstore.NVIDIA},
-	{AMDKind, driverstore.AMD},
+}
+
+// VendorKinds maps each vendor kind to the vendor whose GPUs it names: the
+// vendor table's CDI kinds, in its order.
+var VendorKinds = vendorKinds()
+
+func vendorKinds() []VendorKind {
+	var out []VendorKind
+	for _, r := range vendors.Rows() {
+		if r.CDIKind != "" {
+			out = append(out, VendorKind{Kind: r.CDIKind, Vendor: r.Name})
+		}
+	}
+	return out
 }
 
 // Options is what the specs point at: nothing in it changes when Windows

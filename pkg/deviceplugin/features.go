@@ -1,13 +1,13 @@
 package deviceplugin
 
 import (
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/adapterid"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 )
 
 // FeaturePrefix starts every feature name; node-feature-discovery's local
@@ -117,4 +117,4 @@ func Features(inv *driverstore.Inventory) string {
 }
 
 // wddm formats a DRIVERVERSION answer (3100) as a label value ("3.1").
-func wddm(v uint32) string { return fmt.Sprintf("%d.%d", v/1000, v%1000/100) }
+func wddm(v uint32) string { return dxcore.WDDM(v) }

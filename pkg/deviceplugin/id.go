@@ -5,6 +5,7 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendors"
 )
 
 // replicaID names replica r of adapter device id when replicas > 1.
@@ -22,17 +23,14 @@ const (
 	CDIKindGeneric = cdispec.Kind
 )
 
-// CDIName is the fully qualified CDI device name of an adapter: for NVIDIA
-// and AMD the adapter's position among that vendor's adapters in host order
+// CDIName is the fully qualified CDI device name of an adapter: for a
+// vendor with a CDI kind (NVIDIA, AMD: package vendors) the adapter's position among that vendor's adapters in host order
 // (what --gpus and existing manifests mean by "GPU 0"), for any other
 // vendor the adapter's host index under the project's own kind. The CDI
 // spec generator names its devices the same way; keep both in step.
 func CDIName(v driverstore.Vendor, index, vendorIndex int) string {
-	switch v {
-	case driverstore.NVIDIA:
-		return CDIKindNVIDIA + "=" + strconv.Itoa(vendorIndex)
-	case driverstore.AMD:
-		return CDIKindAMD + "=" + strconv.Itoa(vendorIndex)
+	if kind := vendors.RowOf(v).CDIKind; kind != "" && v != vendors.Unknown {
+		return kind + "=" + strconv.Itoa(vendorIndex)
 	}
 	return CDIKindGeneric + "=" + strconv.Itoa(index)
 }

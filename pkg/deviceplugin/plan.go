@@ -12,19 +12,19 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendors"
 )
 
-// Default resource names, as existing manifests and charts ask for them.
+// Default resource names, as existing manifests and charts ask for them
+// (the vendor table's, package vendors).
 const (
-	ResourceNVIDIA = "nvidia.com/gpu"
-	ResourceAMD    = "amd.com/gpu"
-	ResourceIntel  = "gpu.intel.com/dxg" // Intel's own plugin's -wsl mode
-	// ResourceQualcomm is the Snapdragon's Adreno GPU: no Qualcomm plugin
-	// serves WSL, so the name follows NVIDIA's and AMD's.
-	ResourceQualcomm = "qualcomm.com/gpu"
-	ResourceOther    = "wsl-gpu-hook.dev/dxg"
-	// ResourceNPU is where compute-only accelerators that are not GPUs
-	// go (adapterid.KindOf): never under a GPU resource.
-	ResourceNPU = "wsl-gpu-hook.dev/npu"
+	ResourceNVIDIA   = vendors.ResourceNVIDIA
+	ResourceAMD      = vendors.ResourceAMD
+	ResourceIntel    = vendors.ResourceIntel
+	ResourceQualcomm = vendors.ResourceQualcomm
+	ResourceOther    = vendors.ResourceOther
 )
+
+// ResourceNPU is where compute-only accelerators that are not GPUs go
+// (adapterid.KindOf): never under a GPU resource.
+const ResourceNPU = vendors.NPUResource
 
 // Options says how adapters become resources and what Allocate answers.
 type Options struct {

@@ -191,7 +191,7 @@ func checkAdapter(o Options, r *Report, a driverstore.Adapter, facts *gpuFacts) 
 	if desc == "" {
 		desc = "PCI " + a.PCI.String()
 	}
-	who := fmt.Sprintf("%s (%s, LUID %s, WDDM %d.%d)", desc, a.Vendor, a.LUID, a.WDDMVersion/1000, a.WDDMVersion%1000/100)
+	who := fmt.Sprintf("%s (%s, LUID %s, WDDM %s)", desc, a.Vendor, a.LUID, dxcore.WDDM(a.WDDMVersion))
 	if a.Err != nil {
 		var fe *driverstore.FolderError
 		fix := ""

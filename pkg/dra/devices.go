@@ -11,6 +11,7 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/adapterid"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
@@ -206,7 +207,7 @@ func WDDMVersion(v uint32) string {
 	if v == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%d.%d.0", v/1000, v%1000/100)
+	return dxcore.WDDM(v) + ".0"
 }
 
 // truncate cuts s to at most n bytes, dropping a rune cut in half.

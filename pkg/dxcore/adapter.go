@@ -3,6 +3,7 @@ package dxcore
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -92,7 +93,7 @@ type PCIIDs struct {
 // ACPIID is the ACPI hardware id the vendor and device ids spell, such as
 // "QCOM0C36", or "" for PCI ids. Windows on Arm reports an ACPI device's
 // four-character vendor and device ids as little-endian ASCII in the
-// 32-bit fields (vendor 0x4D4F4351 is "QCOM"); PCI ids fit in 16 bits.
+// 32-bit fields (Qualcomm's vendor is "QCOM" in ASCII); PCI ids fit in 16 bits.
 func (p PCIIDs) ACPIID() string {
 	var b [8]byte
 	binary.LittleEndian.PutUint32(b[0:], p.Vendor)
@@ -179,4 +180,10 @@ type Enumeration struct {
 	// Listed: Options.Known recognised the adapters, none was queried and
 	// each Adapter holds only its Index and LUID.
 	Listed bool
+}
+
+// WDDM formats a DRIVERVERSION answer (3100) as people and labels read it
+// ("3.1"): the one place it is formatted.
+func WDDM(v uint32) string {
+	return strconv.FormatUint(uint64(v/1000), 10) + "." + strconv.FormatUint(uint64(v%1000/100), 10)
 }

@@ -1,7 +1,5 @@
 package vendors
 
-import "strconv"
-
 // Name is who made an adapter, as users select it ("nvidia").
 type Name string
 
@@ -53,16 +51,14 @@ type ID struct {
 // Unknown last.
 func Rows() []Row {
 	return []Row{
-		{Name: NVIDIA, CDIKind: "nvidia.com/gpu", Resource: "nvidia.com/gpu", ComputeOnlyGPU: true},
-		{Name: AMD, CDIKind: "amd.com/gpu", Resource: "amd.com/gpu", ComputeOnlyGPU: true},
-		// Intel's own device plugin's -wsl mode names it so.
-		{Name: Intel, Resource: "gpu.intel.com/dxg"},
+		{Name: NVIDIA, CDIKind: CDIKindNVIDIA, Resource: ResourceNVIDIA, ComputeOnlyGPU: true},
+		{Name: AMD, CDIKind: CDIKindAMD, Resource: ResourceAMD, ComputeOnlyGPU: true},
+		{Name: Intel, Resource: ResourceIntel},
 		// Microsoft's adapters (WARP, virtual ones) are advertised as
 		// Unknown's.
 		{Name: Microsoft},
-		// No Qualcomm plugin serves WSL: the name follows NVIDIA's and AMD's.
-		{Name: Qualcomm, Resource: "qualcomm.com/gpu"},
-		{Name: Unknown, Resource: "wsl-gpu-hook.dev/dxg"},
+		{Name: Qualcomm, Resource: ResourceQualcomm},
+		{Name: Unknown, Resource: ResourceOther},
 	}
 }
 
@@ -88,12 +84,28 @@ func IDs() []ID {
 	}
 }
 
-// NPUResource is where NPUs are advertised, whatever their vendor: never
-// under a GPU resource.
-const NPUResource = "wsl-gpu-hook.dev/npu"
+// Default resource names (Row.Resource), as existing manifests and charts
+// ask for them.
+const (
+	ResourceNVIDIA = "nvidia.com/gpu"
+	ResourceAMD    = "amd.com/gpu"
+	ResourceIntel  = "gpu.intel.com/dxg" // Intel's own plugin's -wsl mode
+	// ResourceQualcomm is the Snapdragon's Adreno GPU: no Qualcomm plugin
+	// serves WSL, so the name follows NVIDIA's and AMD's.
+	ResourceQualcomm = "qualcomm.com/gpu"
+	ResourceOther    = "wsl-gpu-hook.dev/dxg"
+	// NPUResource is where NPUs are advertised, whatever their vendor:
+	// never under a GPU resource.
+	NPUResource = "wsl-gpu-hook.dev/npu"
+)
 
-// OwnCDIKind is the project's own CDI kind, which names every adapter.
-const OwnCDIKind = "wsl-gpu-hook.dev/gpu"
+// CDI kinds: the project's own, which names every adapter, and the
+// vendors' (Row.CDIKind), which name their GPUs.
+const (
+	OwnCDIKind    = "wsl-gpu-hook.dev/gpu"
+	CDIKindNVIDIA = "nvidia.com/gpu"
+	CDIKindAMD    = "amd.com/gpu"
+)
 
 // Of names the vendor of a PCI or ACPI vendor id; ids the table does not
 // hold are Unknown.
@@ -173,10 +185,4 @@ func Classify(pciVendor uint32, v Name, computeOnly, software bool) Kind {
 // their NPUs share their GPUs' id. A kind not known ("") is taken.
 func Selects(want, v Name, k Kind) bool {
 	return v == want && (RowOf(want).CDIKind == "" || k != NPU && k != Software)
-}
-
-// WDDM formats a DRIVERVERSION answer (3100) as people and labels read it
-// ("3.1").
-func WDDM(v uint32) string {
-	return strconv.FormatUint(uint64(v/1000), 10) + "." + strconv.FormatUint(uint64(v%1000/100), 10)
 }
