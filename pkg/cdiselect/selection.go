@@ -10,7 +10,6 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendors"
 )
 
 // EnvPrefix starts the name of every environment variable a device of ours
@@ -189,61 +188,45 @@ func FromEnv(env []string) (Union, error) {
 	return r, nil
 }
 
-// Select returns the adapters the request selects, in host order, each once.
-// A selection that matches no adapter is an error: the host's adapters
-// changed since the spec was written, and a container must not start with
-// fewer GPUs than it asked for.
+// Selector is s as the request's matcher takes it (package request: one
+// matcher for requests and CDI devices); not for All.
+func (s Selection) Selector() request.Selector {
+	raw := s.String()
+	switch {
+	case s.LUID != (dxcore.LUID{}):
+		return request.Selector{Kind: request.ByLUID, LUID: s.LUID, Raw: raw}
+	case s.Vendor != "" && s.Index < 0:
+		return request.Selector{Kind: request.ByVendor, Vendor: string(s.Vendor), Raw: raw}
+	case s.Vendor != "":
+		return request.Selector{Kind: request.ByVendorIndex, Vendor: string(s.Vendor), Index: s.Index, Raw: raw}
+	}
+	return request.Selector{Kind: request.ByIndex, Index: s.Index, Raw: raw}
+}
+
+// Select returns the adapters the request selects, in host order, each once,
+// by request.Select. A selection that matches no adapter is an error: the
+// host's adapters changed since the spec was written, and a container must
+// not start with fewer GPUs than it asked for.
 func (r Union) Select(adapters []driverstore.Adapter) ([]driverstore.Adapter, error) {
-	picked := make([]bool, len(adapters))
-	var missing []string
+	var req request.Selection
 	for _, s := range r.Selections {
-		hit := false
-		count := 0 // adapters of s.Vendor seen so far
-		for i, a := range adapters {
-			n := -1 // a's position among s.Vendor's adapters
-			if s.Vendor == "" || vendors.Selects(s.Vendor, a.Vendor, a.Kind()) {
-				n = count
-				count++
-			}
-			var match bool
-			switch {
-			case s.All:
-				match = true
-			case s.LUID != (dxcore.LUID{}):
-				match = a.LUID == s.LUID
-			case s.Vendor != "" && s.Index < 0:
-				match = n >= 0
-			case s.Vendor != "":
-				match = n == s.Index
-			default:
-				match = a.Index == s.Index
-			}
-			if match {
-				picked[i], hit = true, true
-			}
-		}
-		if !hit && !s.All {
-			missing = append(missing, s.String())
+		if !s.All {
+			req.Selectors = append(req.Selectors, s.Selector())
 		}
 	}
-	if len(missing) > 0 {
-		var have []string
-		for _, a := range adapters {
-			have = append(have, fmt.Sprintf("%d %s %s", a.Index, a.Vendor, a.LUID))
-		}
-		if len(have) == 0 {
-			have = []string{"none"}
-		}
+	picked, err := request.Adapters(req, adapters)
+	var nm *request.NoMatchError
+	if errors.As(err, &nm) {
 		return nil, fmt.Errorf("CDI device selection %s matches no adapter on this host (adapters: %s): the adapters changed since the CDI spec was written: run wsl-gpu-hook cdi generate (or restart the wsl-gpu-hook-cdi unit)",
-			strings.Join(missing, ","), strings.Join(have, "; "))
+			strings.Join(nm.Missing, ","), strings.Join(nm.Have, "; "))
 	}
-	var out []driverstore.Adapter
-	for i, a := range adapters {
-		if picked[i] {
-			out = append(out, a)
-		}
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	if r.All() {
+		return adapters, nil
+	}
+	return picked, nil
 }
 
 // ToSelection turns the selections into the hook's request form for the

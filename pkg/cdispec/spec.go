@@ -15,6 +15,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/edits"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendors"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
@@ -117,11 +118,10 @@ func Generate(inv *driverstore.Inventory, opt Options) ([]*cdi.Spec, error) {
 		// AMD's Ryzen AI NPU is no amd.com/gpu.
 		s := newSpec(vk.Kind, opt)
 		add(s, "all", cdiselect.Selection{Vendor: vk.Vendor, Index: -1})
-		n := 0
+		target := request.Targets(inv.Adapters)
 		for _, a := range inv.Adapters {
-			if vendors.Selects(vk.Vendor, a.Vendor, a.Kind()) {
+			if n := target(a).VendorIndex; a.Vendor == vk.Vendor && n >= 0 {
 				add(s, strconv.Itoa(n), cdiselect.Selection{Vendor: vk.Vendor, Index: n})
-				n++
 			}
 		}
 		specs = append(specs, s)

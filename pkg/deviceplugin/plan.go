@@ -9,6 +9,7 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/adapterid"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendors"
 )
 
@@ -115,14 +116,11 @@ func Build(inv *driverstore.Inventory, listErr error, prev *Plan, opt Options) *
 	} else {
 		p.Adapters = inv.Adapters
 		ids := adapterid.Of(inv.Adapters)
-		vendorCount := map[driverstore.Vendor]int{}
+		// A vendor's CDI kind counts what its selection takes, as the
+		// hook's matcher counts it (request.Targets).
+		target := request.Targets(inv.Adapters)
 		for i, a := range inv.Adapters {
-			// A vendor's CDI kind counts what its selection takes
-			// (vendors.Selects): NVIDIA's and AMD's GPUs.
-			vi := vendorCount[a.Vendor]
-			if vendors.Selects(a.Vendor, a.Vendor, ids[i].Kind) {
-				vendorCount[a.Vendor]++
-			}
+			vi := target(a).VendorIndex
 			res := opt.resourceOf(a)
 			if res == "" || ids[i].Kind == adapterid.Software {
 				continue

@@ -1,6 +1,7 @@
 package request
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -22,10 +23,10 @@ func TestTargets(t *testing.T) {
 	}
 	target := Targets(host)
 	want := []Target{
-		{Index: 0, LUID: dxcore.LUID{Low: 0x100}, Vendor: "intel", Kind: "gpu", NVIDIAIndex: -1},
-		{Index: 1, LUID: dxcore.LUID{Low: 0x101}, Vendor: "nvidia", Kind: "gpu", NVIDIAIndex: 0},
-		{Index: 2, LUID: dxcore.LUID{Low: 0x102}, Vendor: "microsoft", Kind: "gpu", NVIDIAIndex: -1},
-		{Index: 3, LUID: dxcore.LUID{Low: 0x103}, Vendor: "nvidia", Kind: "gpu", NVIDIAIndex: 1},
+		{Index: 0, LUID: dxcore.LUID{Low: 0x100}, Vendor: "intel", Kind: "gpu", VendorIndex: 0},
+		{Index: 1, LUID: dxcore.LUID{Low: 0x101}, Vendor: "nvidia", Kind: "gpu", VendorIndex: 0},
+		{Index: 2, LUID: dxcore.LUID{Low: 0x102}, Vendor: "microsoft", Kind: "gpu", VendorIndex: 0},
+		{Index: 3, LUID: dxcore.LUID{Low: 0x103}, Vendor: "nvidia", Kind: "gpu", VendorIndex: 1},
 	}
 	for i, a := range host {
 		if got := target(a); got != want[i] {
@@ -82,5 +83,43 @@ func TestVendorAMDIsNotTheNPU(t *testing.T) {
 	got, err := Adapters(r, []driverstore.Adapter{radeon, npu})
 	if err != nil || len(got) != 1 || got[0].Index != 0 {
 		t.Errorf("amd selects %v (%v), want the Radeon (adapter 0) only", got, err)
+	}
+}
+
+// amd.com/gpu=N counts AMD's GPUs, passing over the NPU, in the one
+// matcher the hook and the CDI devices share.
+func TestVendorIndexCountsWhatTheVendorSelectorTakes(t *testing.T) {
+	radeon, npu, radeon2 := adapter(0, driverstore.AMD), adapter(1, driverstore.AMD), adapter(2, driverstore.AMD)
+	radeon.PCI.Vendor, npu.PCI.Vendor, radeon2.PCI.Vendor, npu.Type = 0x1002, 0x1022, 0x1002, dxcore.TypeComputeOnly
+	host := []driverstore.Adapter{radeon, npu, radeon2}
+	target := Targets(host)
+	var idx []int
+	for _, a := range host {
+		idx = append(idx, target(a).VendorIndex)
+	}
+	if !slices.Equal(idx, []int{0, -1, 1}) {
+		t.Errorf("vendor indexes %v, want [0 -1 1]", idx)
+	}
+	for _, tt := range []struct {
+		sel  Selector
+		want []int
+	}{
+		{Selector{Kind: ByVendorIndex, Vendor: "amd", Index: 1, Raw: "vendor:amd:1"}, []int{2}},
+		{Selector{Kind: ByVendor, Vendor: "amd", Raw: "amd"}, []int{0, 2}},
+		{Selector{Kind: ByIndex, Index: 1, Raw: "1"}, []int{1}},
+	} {
+		got, err := Adapters(Selection{Selectors: []Selector{tt.sel}}, host)
+		var gotIdx []int
+		for _, a := range got {
+			gotIdx = append(gotIdx, a.Index)
+		}
+		if err != nil || !slices.Equal(gotIdx, tt.want) {
+			t.Errorf("%s selects %v (%v), want %v", tt.sel.Raw, gotIdx, err, tt.want)
+		}
+	}
+	_, err := Adapters(Selection{Selectors: []Selector{{Kind: ByVendorIndex, Vendor: "amd", Index: 2, Raw: "vendor:amd:2"}}}, host)
+	var nm *NoMatchError
+	if !errors.As(err, &nm) || !slices.Equal(nm.Missing, []string{"vendor:amd:2"}) {
+		t.Errorf("vendor:amd:2: %v, want a NoMatchError for it", err)
 	}
 }

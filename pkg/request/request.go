@@ -31,6 +31,11 @@ const (
 	ByIndex Kind = iota
 	ByLUID
 	ByVendor
+	// ByVendorIndex is the Index-th of the adapters a ByVendor selector
+	// of Vendor takes, in host order: what a vendor's CDI device
+	// (amd.com/gpu=1) names. Requests cannot spell it; package
+	// cdiselect's values can.
+	ByVendorIndex
 )
 
 // vendorNames lists the vendors a selector may name: every vendor the hook
@@ -134,9 +139,11 @@ type Target struct {
 	// vendor selector takes an NVIDIA's or AMD's GPUs only
 	// (vendors.Selects), never AMD's Ryzen AI NPU.
 	Kind vendors.Kind
-	// NVIDIAIndex is the adapter's position among the NVIDIA adapters,
-	// -1 for others.
-	NVIDIAIndex int
+	// VendorIndex is the adapter's position among the adapters a
+	// selector of its vendor takes, in host order; -1 when that
+	// selector does not take it. For NVIDIA it is the index
+	// NVIDIA_VISIBLE_DEVICES counts.
+	VendorIndex int
 }
 
 func (t Target) String() string { return fmt.Sprintf("%d %s %s", t.Index, t.Vendor, t.LUID) }
@@ -147,19 +154,34 @@ func (s Selector) Match(t Target, nvidiaIndexes bool) bool {
 	switch s.Kind {
 	case ByIndex:
 		if nvidiaIndexes {
-			return t.NVIDIAIndex >= 0 && s.Index == t.NVIDIAIndex
+			return t.Vendor == string(vendors.NVIDIA) && t.VendorIndex >= 0 && s.Index == t.VendorIndex
 		}
 		return s.Index == t.Index
 	case ByLUID:
 		return s.LUID == t.LUID
+	case ByVendorIndex:
+		return s.Vendor == t.Vendor && t.VendorIndex >= 0 && s.Index == t.VendorIndex
 	default:
 		return vendors.Selects(vendors.Name(s.Vendor), vendors.Name(t.Vendor), t.Kind)
 	}
 }
 
-// Select returns the items the request selects, in host order. A selector
-// that matches nothing is an error: silently giving a container fewer GPUs
-// than it asked for is how NVIDIA's users lose hours.
+// NoMatchError is a request with selectors that match no adapter: each
+// caller says what to do about it (its Error is a request's line).
+type NoMatchError struct {
+	Missing []string // the selectors, as written
+	Have    []string // the host's adapters (Target.String), or "none"
+}
+
+func (e *NoMatchError) Error() string {
+	return fmt.Sprintf("GPU selector %s matches no adapter on this host (adapters: %s): see wsl-gpu-hook info",
+		strings.Join(e.Missing, ","), strings.Join(e.Have, "; "))
+}
+
+// Select returns the items the request selects, in host order: the one
+// matcher of requests and CDI devices (package cdiselect). A selector that
+// matches nothing is a *NoMatchError: silently giving a container fewer
+// GPUs than it asked for is how NVIDIA's users lose hours.
 func Select[T any](r Selection, items []T, target func(T) Target) ([]T, error) {
 	if r.None() {
 		return nil, nil
@@ -196,8 +218,7 @@ func Select[T any](r Selection, items []T, target func(T) Target) ([]T, error) {
 		if len(have) == 0 {
 			have = []string{"none"}
 		}
-		return nil, fmt.Errorf("GPU selector %s matches no adapter on this host (adapters: %s): see wsl-gpu-hook info",
-			strings.Join(missing, ","), strings.Join(have, "; "))
+		return nil, &NoMatchError{Missing: missing, Have: have}
 	}
 	return out, nil
 }

@@ -9,8 +9,8 @@ import (
 )
 
 var laptop = []Target{
-	{Index: 0, LUID: dxcore.LUID{Low: 0x1a1d77}, Vendor: "intel", NVIDIAIndex: -1},
-	{Index: 1, LUID: dxcore.LUID{Low: 0x4486d1}, Vendor: "nvidia", NVIDIAIndex: 0},
+	{Index: 0, LUID: dxcore.LUID{Low: 0x1a1d77}, Vendor: "intel", VendorIndex: 0},
+	{Index: 1, LUID: dxcore.LUID{Low: 0x4486d1}, Vendor: "nvidia", VendorIndex: 0},
 }
 
 // Docker's --gpus 1 and --gpus device=0 set NVIDIA_VISIBLE_DEVICES=0: the
