@@ -7,21 +7,13 @@ import (
 )
 
 // stackEdits is what the selected adapters' stacks and the capabilities
-// add beyond the folders (package vendorstack decides). Adapters without a
-// usable folder get nothing: their stack could not load anyway.
+// add beyond the folders (package vendorstack decides, for the selected
+// adapters with a usable folder).
 func stackEdits(c Container, inv *driverstore.Inventory, selected []driverstore.Adapter, probe vendorstack.Host) vendorstack.Edits {
-	var usable []driverstore.Adapter
-	for _, a := range selected {
-		if a.Err == nil {
-			usable = append(usable, a)
-		}
-	}
-	e := vendorstack.Plan(vendorstack.Input{
-		Host:     vendorstack.FromInventory(inv.Adapters),
-		Selected: vendorstack.FromInventory(usable),
-		All:      c.Request.All,
-		Caps:     c.Caps | capability.Default,
-		Probe:    probe,
+	e := vendorstack.PlanSelected(inv.Adapters, selected, vendorstack.Input{
+		All:   c.Request.All,
+		Caps:  c.Caps | capability.Default,
+		Probe: probe,
 	})
 	if c.Injected {
 		// The CDI devices carry their mounts, nodes and variables, which

@@ -168,6 +168,21 @@ func Plan(in Input) Edits {
 	return e
 }
 
+// PlanSelected is Plan for the adapters selected of host's (both as
+// driverstore lists them), in's Host and Selected aside: the one place
+// that keeps the usable adapters, then plans their stacks. Adapters
+// without a usable folder get nothing: their stack could not load anyway.
+func PlanSelected(host, selected []driverstore.Adapter, in Input) Edits {
+	var usable []driverstore.Adapter
+	for _, a := range selected {
+		if a.Err == nil {
+			usable = append(usable, a)
+		}
+	}
+	in.Host, in.Selected = FromInventory(host), FromInventory(usable)
+	return Plan(in)
+}
+
 func (e *Edits) add(o Edits) {
 	e.Mounts = append(e.Mounts, o.Mounts...)
 	e.Devices = append(e.Devices, o.Devices...)

@@ -307,3 +307,19 @@ func TestAMDNPUWithoutDetails(t *testing.T) {
 		t.Errorf("Missing for an NPU: %q", m)
 	}
 }
+
+// PlanSelected plans the stacks of the selected adapters that have a
+// usable folder only: a Radeon whose folder is gone gets no librocdxg.
+func TestPlanSelectedKeepsTheUsable(t *testing.T) {
+	ok := driverstore.Adapter{Vendor: driverstore.AMD}
+	ok.PCI.Vendor = 0x1002
+	gone := ok
+	gone.Index, gone.Err = 1, errString("folder gone")
+	in := Input{Caps: capability.Compute, Probe: Host{ROCm: rocm}}
+	if e := PlanSelected([]driverstore.Adapter{ok, gone}, []driverstore.Adapter{gone}, in); !e.Empty() {
+		t.Errorf("an adapter without its folder gets %+v", e)
+	}
+	if e := PlanSelected([]driverstore.Adapter{ok, gone}, []driverstore.Adapter{ok, gone}, in); len(e.Mounts) == 0 {
+		t.Error("the usable Radeon gets no librocdxg")
+	}
+}

@@ -23,19 +23,13 @@ import (
 // binds the driver folders). adapters is the host's enumeration, nil when
 // the wrapper did not enumerate. It does no I/O.
 func Edits(req request.Selection, caps capability.Set, node devnode.Node, probe vendorstack.Host, adapters []driverstore.Adapter, hook edits.Hook) edits.Edits {
-	in := vendorstack.Input{All: req.All, Caps: caps, Probe: probe}
+	var host, selected []driverstore.Adapter
 	if adapters != nil {
-		if selected, err := request.Adapters(req, adapters); err == nil {
-			var usable []driverstore.Adapter
-			for _, a := range selected {
-				if a.Err == nil {
-					usable = append(usable, a)
-				}
-			}
-			in.Host, in.Selected = vendorstack.FromInventory(adapters), vendorstack.FromInventory(usable)
+		if sel, err := request.Adapters(req, adapters); err == nil {
+			host, selected = adapters, sel
 		}
 	}
-	s := vendorstack.Plan(in)
+	s := vendorstack.PlanSelected(host, selected, vendorstack.Input{All: req.All, Caps: caps, Probe: probe})
 	s.Mounts = nil
 	e := edits.Edits{Node: edits.Device{Path: wsl.Device, Node: node, Access: edits.AccessDxg}, Hooks: []edits.Hook{hook}}
 	e.AddStack(s, false)
