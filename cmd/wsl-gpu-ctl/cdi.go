@@ -22,6 +22,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/nodesetup"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/stackprobe"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
 
@@ -121,7 +122,7 @@ func cdiHost(cfg config.Config) (cdiinstall.Host, error) {
 		return cdiinstall.Host{}, err
 	}
 	// The spec offers every capability the host can serve: probe them all.
-	stack, err := vendorstack.ProbeFor(stackOptions(cfg), vendorstack.FromInventory(h.Inventory.Adapters), capability.Video|capability.Display)
+	stack, err := stackprobe.For(stackOptions(cfg), vendorstack.FromInventory(h.Inventory.Adapters), capability.Video|capability.Display)
 	if err != nil {
 		return cdiinstall.Host{}, err
 	}

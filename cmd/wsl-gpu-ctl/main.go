@@ -18,7 +18,7 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/stackprobe"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
@@ -84,8 +84,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return runCmd(ctx, e, words)
 }
 
-func stackOptions(cfg config.Config) vendorstack.ProbeOptions {
-	return vendorstack.ProbeOptions{ROCmDir: cfg.ROCmDir, DRIDir: cfg.DRIDir, WSLgDir: cfg.WSLgDir}
+func stackOptions(cfg config.Config) stackprobe.Options {
+	return stackprobe.Options{ROCmDir: cfg.ROCmDir, DRIDir: cfg.DRIDir, WSLgDir: cfg.WSLgDir}
 }
 
 // hookPath is the wsl-gpu-hook binary engines are to run: the one next to

@@ -14,6 +14,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxgsysfs"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/stackprobe"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
 
@@ -130,7 +131,7 @@ func checkROCm(o Options, r *Report, adapters []driverstore.Adapter) {
 	if o.ROCmDir == "" {
 		return
 	}
-	rocm := vendorstack.ProbeROCm(o.ROCmDir)
+	rocm := stackprobe.ROCm(o.ROCmDir)
 	for _, line := range vendorstack.Missing(vendorstack.FromInventory(adapters), rocm) {
 		r.add("rocm", Warn, "install ROCm 7.1+ with librocdxg in this WSL distro (AMD's ROCm on WSL guide), then: sudo wsl-gpu-hook cdi generate", "%s", line)
 		return

@@ -27,6 +27,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probed"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/stackprobe"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wrapper"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
@@ -166,10 +167,10 @@ func fixtureHost(t *testing.T, name string) host {
 		Ldcache:   []ldcache.Entry{{Key: "libdxcore.so", Path: "/usr/lib/wsl/lib/libdxcore.so"}},
 	}, stat: map[string]devnode.Node{dxg.Path: dxg}}
 	if p.ROCm {
-		h.Stack.ROCm = vendorstack.ProbeROCm(filepath.Join(root, fixture.ROCmDir))
+		h.Stack.ROCm = stackprobe.ROCm(filepath.Join(root, fixture.ROCmDir))
 	}
 	if p.WSLg {
-		h.Stack.WSLg = vendorstack.ProbeWSLg(filepath.Join(root, fixture.WSLgDir))
+		h.Stack.WSLg = stackprobe.WSLg(filepath.Join(root, fixture.WSLgDir))
 	}
 	if p.DRI {
 		// /dev/dri nodes need mknod: the probe's answer stands in.

@@ -13,11 +13,12 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hooklog"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probed"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/stackprobe"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
 
-func stackOptions(cfg config.Config) vendorstack.ProbeOptions {
-	return vendorstack.ProbeOptions{ROCmDir: cfg.ROCmDir, DRIDir: cfg.DRIDir, WSLgDir: cfg.WSLgDir}
+func stackOptions(cfg config.Config) stackprobe.Options {
+	return stackprobe.Options{ROCmDir: cfg.ROCmDir, DRIDir: cfg.DRIDir, WSLgDir: cfg.WSLgDir}
 }
 
 // probeStack looks at what the vendor stacks and capabilities need on the
@@ -28,7 +29,7 @@ func probeStack(cfg config.Config, host probed.Host, caps capability.Set) (vendo
 	if host.Inventory != nil {
 		adapters = vendorstack.FromInventory(host.Inventory.Adapters)
 	}
-	return vendorstack.ProbeFor(stackOptions(cfg), adapters, caps|capability.Default)
+	return stackprobe.For(stackOptions(cfg), adapters, caps|capability.Default)
 }
 
 // logStack says what the stacks got that the log should show: what was left

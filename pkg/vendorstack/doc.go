@@ -35,8 +35,9 @@
 // WSL host does not report, and librocdxg skips adapters its dids table does
 // not know, so neither index maps to an adapter index the hook can compute.
 //
-// Plan is pure: it takes the selected adapters, the capabilities and what
-// the Probe functions found on the host, and returns data (mounts, device
+// Plan is pure, as is the whole package: it takes the selected adapters,
+// the capabilities and what package stackprobe found on the host (a
+// Host), and returns data (mounts, device
 // nodes, variables, loader-cache entries) and notes saying what was left out
 // and why. Needs says which probes a request needs, so the hook's hot path
 // stats nothing it does not use. Missing reports host problems for doctor.

@@ -8,7 +8,7 @@ import (
 
 // missing is the one line saying why an AMD adapter gets no ROCm here.
 func (r ROCm) missing(who string) string {
-	want := filepath.Join(r.Dir, "lib", rocdxgNames[0])
+	want := filepath.Join(r.Dir, "lib", rocdxgSoname)
 	if r.Err != nil && !errors.Is(r.Err, ErrNoRocdxg) {
 		return fmt.Sprintf("%s but librocdxg under %s is unusable: %v: ROCm in the container cannot use the GPU: reinstall librocdxg (github.com/ROCm/librocdxg) readable by everyone", who, r.Dir, r.Err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/stackprobe"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
@@ -42,12 +43,12 @@ func containerEdits(spec *oci.Spec, req request.Selection, node devnode.Node, o 
 	if err != nil {
 		return edits.Edits{}, fmt.Errorf("%w: fix the container's GPU request", err)
 	}
-	opts := vendorstack.ProbeOptions{ROCmDir: o.Config.ROCmDir, DRIDir: o.Config.DRIDir, WSLgDir: o.Config.WSLgDir}
-	probe, err := vendorstack.ProbeFor(opts, nil, caps.Set)
+	opts := stackprobe.Options{ROCmDir: o.Config.ROCmDir, DRIDir: o.Config.DRIDir, WSLgDir: o.Config.WSLgDir}
+	probe, err := stackprobe.For(opts, nil, caps.Set)
 	if err != nil {
 		return edits.Edits{}, err
 	}
-	probe.ROCm = vendorstack.ProbeROCm(o.Config.ROCmDir)
+	probe.ROCm = stackprobe.ROCm(o.Config.ROCmDir)
 	// Only librocdxg (for an AMD GPU) and the selection variables (for a
 	// request narrower than all) depend on the adapters: enumerate only
 	// then. An enumeration or selection that fails here fails again in

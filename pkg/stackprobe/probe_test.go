@@ -1,4 +1,4 @@
-package vendorstack
+package stackprobe
 
 import (
 	"errors"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 )
 
@@ -69,7 +70,7 @@ func TestProbeROCm(t *testing.T) {
 			root := t.TempDir()
 			fixture.Tree(t, root, tt.tree...)
 			dir := filepath.Join(root, "opt/rocm")
-			got := ProbeROCm(dir)
+			got := ROCm(dir)
 			abs := func(p string) string {
 				if p == "" {
 					return ""
@@ -77,13 +78,13 @@ func TestProbeROCm(t *testing.T) {
 				return filepath.Join(root, p)
 			}
 			if got.Dir != dir || got.Lib != abs(tt.wantLib) || got.Share != abs(tt.wantShare) {
-				t.Errorf("ProbeROCm = %+v\nwant lib %q share %q", got, abs(tt.wantLib), abs(tt.wantShare))
+				t.Errorf("ROCm = %+v\nwant lib %q share %q", got, abs(tt.wantLib), abs(tt.wantShare))
 			}
 			if tt.wantErr == "" && got.Err != nil || tt.wantErr != "" && (got.Err == nil || !strings.Contains(got.Err.Error(), tt.wantErr)) {
 				t.Errorf("Err = %v, want %q", got.Err, tt.wantErr)
 			}
-			if tt.wantErr == "no librocdxg" && !errors.Is(got.Err, ErrNoRocdxg) {
-				t.Errorf("Err = %v, want ErrNoRocdxg", got.Err)
+			if tt.wantErr == "no librocdxg" && !errors.Is(got.Err, vendorstack.ErrNoRocdxg) {
+				t.Errorf("Err = %v, want vendorstack.ErrNoRocdxg", got.Err)
 			}
 		})
 	}
@@ -93,27 +94,27 @@ func TestProbeWSLg(t *testing.T) {
 	tests := []struct {
 		name string
 		tree []string
-		want WSLg // paths relative to the wslg dir
+		want vendorstack.WSLg // paths relative to the wslg dir
 	}{
 		{
 			name: "a running WSLg",
 			tree: []string{"file runtime-dir/wayland-0.lock x", "file weston.log x",
 				"socket .X11-unix/X0", "socket runtime-dir/wayland-0", "socket runtime-dir/pulse/native", "socket PulseServer"},
-			want: WSLg{X11: ".X11-unix", Display: 0, RuntimeDir: "runtime-dir", Wayland: "wayland-0", Pulse: "PulseServer"},
+			want: vendorstack.WSLg{X11: ".X11-unix", Display: 0, RuntimeDir: "runtime-dir", Wayland: "wayland-0", Pulse: "PulseServer"},
 		},
 		{
 			name: "the lowest X display wins",
 			tree: []string{"socket .X11-unix/X2", "socket .X11-unix/X1"},
-			want: WSLg{X11: ".X11-unix", Display: 1},
+			want: vendorstack.WSLg{X11: ".X11-unix", Display: 1},
 		},
 		{
 			name: "files named like sockets are not sockets",
 			tree: []string{"file .X11-unix/X0 x", "file runtime-dir/wayland-0 x", "file PulseServer x"},
-			want: WSLg{Display: -1, RuntimeDir: "runtime-dir"},
+			want: vendorstack.WSLg{Display: -1, RuntimeDir: "runtime-dir"},
 		},
 		{
 			name: "no WSLg",
-			want: WSLg{Display: -1},
+			want: vendorstack.WSLg{Display: -1},
 		},
 	}
 	for _, tt := range tests {
@@ -131,8 +132,8 @@ func TestProbeWSLg(t *testing.T) {
 					*p = filepath.Join(dir, *p)
 				}
 			}
-			if got := ProbeWSLg(dir); !reflect.DeepEqual(got, want) {
-				t.Errorf("ProbeWSLg = %+v\nwant %+v", got, want)
+			if got := WSLg(dir); !reflect.DeepEqual(got, want) {
+				t.Errorf("WSLg = %+v\nwant %+v", got, want)
 			}
 		})
 	}
@@ -140,9 +141,9 @@ func TestProbeWSLg(t *testing.T) {
 
 func TestProbeDRI(t *testing.T) {
 	t.Run("missing dir", func(t *testing.T) {
-		got, err := ProbeDRI(filepath.Join(t.TempDir(), "dri"))
+		got, err := DRI(filepath.Join(t.TempDir(), "dri"))
 		if got != nil || err != nil {
-			t.Fatalf("ProbeDRI = %v, %v; want nothing", got, err)
+			t.Fatalf("DRI = %v, %v; want nothing", got, err)
 		}
 	})
 	t.Run("nodes", func(t *testing.T) {
@@ -159,40 +160,43 @@ func TestProbeDRI(t *testing.T) {
 			}
 		}
 		fixture.Tree(t, dir, "dir by-path", "file card9 x", "symlink renderD129 card0")
-		got, err := ProbeDRI(dir)
+		got, err := DRI(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []Node{
+		want := []vendorstack.Node{
 			{Name: "card0", HostPath: filepath.Join(dir, "card0"), Major: 1, Minor: 3},
 			{Name: "card1", HostPath: filepath.Join(dir, "card1"), Major: 1, Minor: 3},
 			{Name: "renderD128", HostPath: filepath.Join(dir, "renderD128"), Major: 1, Minor: 5},
 		}
 		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("ProbeDRI = %+v\nwant %+v", got, want)
+			t.Fatalf("DRI = %+v\nwant %+v", got, want)
 		}
 	})
 }
 
-// ProbeFor looks only where the request can need: the hook runs it on
+// For looks only where the request can need: the hook runs it on
 // every container start.
 func TestProbeFor(t *testing.T) {
+	iris := vendorstack.Adapter{Index: 0, Vendor: driverstore.Intel, Description: "Intel(R) Iris(R) Xe Graphics"}
+	rtx := vendorstack.Adapter{Index: 1, Vendor: driverstore.NVIDIA, Description: "NVIDIA GeForce RTX 3060 Laptop GPU"}
+	radeon := vendorstack.Adapter{Index: 0, Vendor: driverstore.AMD, Description: "AMD Radeon RX 7900 XTX"}
 	root := t.TempDir()
 	fixture.Tree(t, root, "file opt/rocm/lib/librocdxg.so.1 x", "dir mnt/wslg", "socket mnt/wslg/.X11-unix/X0")
-	o := ProbeOptions{ROCmDir: filepath.Join(root, "opt/rocm"), DRIDir: filepath.Join(root, "dev/dri"), WSLgDir: filepath.Join(root, "mnt/wslg")}
+	o := Options{ROCmDir: filepath.Join(root, "opt/rocm"), DRIDir: filepath.Join(root, "dev/dri"), WSLgDir: filepath.Join(root, "mnt/wslg")}
 	tests := []struct {
 		name       string
-		host       []Adapter
+		host       []vendorstack.Adapter
 		caps       capability.Set
 		rocm, wslg bool
 	}{
-		{"nvidia laptop, compute", []Adapter{iris, rtx}, capability.Compute, false, false},
-		{"amd desktop, compute", []Adapter{radeon}, capability.Compute, true, false},
-		{"amd npu only", []Adapter{{Index: 0, Vendor: driverstore.AMD, ComputeOnly: true}}, capability.Compute, false, false},
-		{"display", []Adapter{rtx}, capability.Compute | capability.Display, false, true},
+		{"nvidia laptop, compute", []vendorstack.Adapter{iris, rtx}, capability.Compute, false, false},
+		{"amd desktop, compute", []vendorstack.Adapter{radeon}, capability.Compute, true, false},
+		{"amd npu only", []vendorstack.Adapter{{Index: 0, Vendor: driverstore.AMD, ComputeOnly: true}}, capability.Compute, false, false},
+		{"display", []vendorstack.Adapter{rtx}, capability.Compute | capability.Display, false, true},
 	}
 	for _, tt := range tests {
-		h, err := ProbeFor(o, tt.host, tt.caps)
+		h, err := For(o, tt.host, tt.caps)
 		if err != nil {
 			t.Fatal(err)
 		}

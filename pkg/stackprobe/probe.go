@@ -1,4 +1,4 @@
-package vendorstack
+package stackprobe
 
 import (
 	"errors"
@@ -13,71 +13,19 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
-
-// Defaults of the host paths probed.
-const (
-	DefaultROCmDir = "/opt/rocm"
-	DefaultDRIDir  = "/dev/dri"
-	DefaultWSLgDir = "/mnt/wslg"
-)
-
-// Host is what the probes found.
-type Host struct {
-	ROCm ROCm
-	DRI  []Node
-	WSLg WSLg
-}
-
-// ROCm is the host's ROCm install as far as WSL needs it.
-type ROCm struct {
-	// Dir is the install probed (rocm_dir).
-	Dir string
-	// Lib is the host path of librocdxg as found under Dir, links
-	// unresolved so a spec naming it survives a ROCm upgrade; "" when
-	// there is none usable, and then Err says why.
-	Lib string
-	Err error
-	// Share is the host's share/rocdxg directory holding dids.conf, ""
-	// when there is none (some librocdxg 1.2.0 packages ship without it).
-	Share string
-}
-
-// Node is a character device of the host.
-type Node struct {
-	Name         string // file name under the probed directory ("renderD128")
-	HostPath     string
-	Major, Minor uint32
-}
-
-// WSLg is what WSLg's socket directory offers.
-type WSLg struct {
-	Dir string
-	// X11 is the host directory holding X server sockets, "" if none;
-	// Display the lowest display number found there (-1 if none).
-	X11     string
-	Display int
-	// RuntimeDir is WSLg's XDG runtime directory, "" if none; Wayland the
-	// name of a Wayland socket in it, "" if none.
-	RuntimeDir string
-	Wayland    string
-	// Pulse is the PulseAudio server socket, "" if none.
-	Pulse string
-}
 
 // rocdxgNames are looked up under <rocm>/lib in this order: the SONAME
 // link the package installs, then the development link.
 var rocdxgNames = []string{"librocdxg.so.1", "librocdxg.so"}
 
-// ErrNoRocdxg is ROCm.Err when the install has no librocdxg.
-var ErrNoRocdxg = errors.New("no librocdxg")
-
-// ProbeROCm looks for librocdxg and dids.conf under dir. The install is the
+// ROCm looks for librocdxg and dids.conf under dir. The install is the
 // host's own (root's choice in the config), so symlinks in it are followed,
 // as the loader would; what is found must be a regular file everyone may
 // read, because the container's user need not be root.
-func ProbeROCm(dir string) ROCm {
-	r := ROCm{Dir: dir, Err: ErrNoRocdxg}
+func ROCm(dir string) vendorstack.ROCm {
+	r := vendorstack.ROCm{Dir: dir, Err: vendorstack.ErrNoRocdxg}
 	for _, n := range rocdxgNames {
 		p := filepath.Join(dir, "lib", n)
 		// Stat follows the install's links (/opt/rocm -> rocm-7.2.0,
@@ -105,10 +53,10 @@ func ProbeROCm(dir string) ROCm {
 	return r
 }
 
-// ProbeDRI lists the card and render nodes in dir, cards first, each by
+// DRI lists the card and render nodes in dir, cards first, each by
 // number. A missing dir is no nodes, not an error: most WSL hosts without a
 // video-capable driver have none.
-func ProbeDRI(dir string) ([]Node, error) {
+func DRI(dir string) ([]vendorstack.Node, error) {
 	des, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -116,7 +64,7 @@ func ProbeDRI(dir string) ([]Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", dir, err)
 	}
-	var out []Node
+	var out []vendorstack.Node
 	for _, de := range des {
 		if _, _, ok := driNode(de.Name()); !ok {
 			continue
@@ -129,7 +77,7 @@ func ProbeDRI(dir string) ([]Node, error) {
 		if st.Mode&unix.S_IFMT != unix.S_IFCHR {
 			continue
 		}
-		out = append(out, Node{Name: de.Name(), HostPath: p, Major: unix.Major(st.Rdev), Minor: unix.Minor(st.Rdev)})
+		out = append(out, vendorstack.Node{Name: de.Name(), HostPath: p, Major: unix.Major(st.Rdev), Minor: unix.Minor(st.Rdev)})
 	}
 	sort.Slice(out, func(i, j int) bool { return nodeLess(out[i].Name, out[j].Name) })
 	return out, nil
@@ -188,10 +136,10 @@ func isDigits(s string) bool {
 	return s != ""
 }
 
-// ProbeWSLg looks for WSLg's sockets under dir (/mnt/wslg): .X11-unix/X<n>,
+// WSLg looks for WSLg's sockets under dir (/mnt/wslg): .X11-unix/X<n>,
 // runtime-dir/wayland-<n> and PulseServer. What is missing is left empty.
-func ProbeWSLg(dir string) WSLg {
-	w := WSLg{Dir: dir, Display: -1}
+func WSLg(dir string) vendorstack.WSLg {
+	w := vendorstack.WSLg{Dir: dir, Display: -1}
 	x11 := filepath.Join(dir, ".X11-unix")
 	if des, err := os.ReadDir(x11); err == nil {
 		for _, de := range des {
@@ -224,32 +172,29 @@ func ProbeWSLg(dir string) WSLg {
 	return w
 }
 
-// ProbeOptions are the host paths to probe (config: rocm_dir, dri_dir,
+// Options are the host paths to probe (config: rocm_dir, dri_dir,
 // wslg_dir).
-type ProbeOptions struct {
+type Options struct {
 	ROCmDir, DRIDir, WSLgDir string
 }
 
-// ProbeFor probes what a container with caps may need on a host with these
+// For probes what a container with caps may need on a host with these
 // adapters, and nothing else, since it runs on every container start:
 // ROCm when the host has an AMD GPU, /dev/dri for video, WSLg for display.
-func ProbeFor(o ProbeOptions, host []Adapter, caps capability.Set) (Host, error) {
-	var h Host
-	for _, a := range host {
-		if a.rocmGPU() {
-			h.ROCm = ProbeROCm(o.ROCmDir)
-			break
-		}
+func For(o Options, host []vendorstack.Adapter, caps capability.Set) (vendorstack.Host, error) {
+	var h vendorstack.Host
+	if rocm, _, _ := vendorstack.Needs(host, 0); rocm {
+		h.ROCm = ROCm(o.ROCmDir)
 	}
 	if caps.Has(capability.Video) {
-		dri, err := ProbeDRI(o.DRIDir)
+		dri, err := DRI(o.DRIDir)
 		if err != nil {
 			return h, err
 		}
 		h.DRI = dri
 	}
 	if caps.Has(capability.Display) {
-		h.WSLg = ProbeWSLg(o.WSLgDir)
+		h.WSLg = WSLg(o.WSLgDir)
 	}
 	return h, nil
 }
