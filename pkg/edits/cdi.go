@@ -1,7 +1,7 @@
 package edits
 
 import (
-	"os"
+	"io/fs"
 
 	cdi "tags.cncf.io/container-device-interface/specs-go"
 )
@@ -25,13 +25,13 @@ var cdiMountOptions = []string{"ro", "nosuid", "nodev", "rbind", "rprivate"}
 func (e Edits) CDI() cdi.ContainerEdits {
 	var c cdi.ContainerEdits
 	if e.Node.Path != "" {
-		mode := os.FileMode(0o666)
+		mode := fs.FileMode(0o666)
 		c.DeviceNodes = append(c.DeviceNodes, &cdi.DeviceNode{
 			Path: e.Node.Path, HostPath: e.Node.Node.Path, Type: "c", FileMode: &mode, Permissions: e.Node.Access,
 		})
 	}
 	for _, d := range e.Devices {
-		mode := os.FileMode(0o666)
+		mode := fs.FileMode(0o666)
 		c.DeviceNodes = append(c.DeviceNodes, &cdi.DeviceNode{
 			Path: d.Path, HostPath: d.Node.Path, Type: "c",
 			Major: int64(d.Node.Major), Minor: int64(d.Node.Minor), FileMode: &mode, Permissions: d.Access,
