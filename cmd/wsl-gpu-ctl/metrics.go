@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -42,13 +41,10 @@ func runMetrics(ctx context.Context, cfg config.Config, listen, webConfig string
 	// request) goes to stderr; stdout says where it serves.
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	reg := prometheus.NewRegistry()
-	srv, err := metricsserver.Listen(metricsserver.Options{Addr: listen, WebConfigFile: webConfig,
-		Limits: metricsserver.DefaultLimits(), Log: log}, reg)
-	switch {
-	case errors.Is(err, metricsserver.ErrWebConfig):
-		return fmt.Errorf("metrics: %w: fix --web-config-file", err)
-	case err != nil:
-		return fmt.Errorf("metrics: %w: pick a free address with --listen", err)
+	srv, err := metricsserver.ListenFlag(metricsserver.Options{Addr: listen, WebConfigFile: webConfig,
+		Limits: metricsserver.DefaultLimits(), Log: log}, reg, "--listen")
+	if err != nil {
+		return err
 	}
 	s, err := gpustats.Open(gpustats.Options{Device: cfg.DxgDevice, ProcessRescan: 10 * time.Second, Names: containernames.OnThisHost()})
 	if err != nil {

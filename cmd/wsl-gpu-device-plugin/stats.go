@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -36,17 +34,12 @@ func serveMetrics(ctx context.Context, device, addr, webConfig string, interval 
 	if allocs != nil {
 		reg.MustRegister(allocs)
 	}
-	srv, err := metricsserver.Listen(metricsserver.Options{Addr: addr, WebConfigFile: webConfig,
-		Limits: metricsserver.DefaultLimits(), Log: log}, reg)
-	switch {
-	case errors.Is(err, metricsserver.ErrWebConfig):
+	srv, err := metricsserver.ListenFlag(metricsserver.Options{Addr: addr, WebConfigFile: webConfig,
+		Limits: metricsserver.DefaultLimits(), Log: log}, reg, "--metrics-listen")
+	if err != nil {
 		poller.Stop()
 		s.Close()
-		return nil, fmt.Errorf("metrics: %w: fix --web-config-file", err)
-	case err != nil:
-		poller.Stop()
-		s.Close()
-		return nil, fmt.Errorf("metrics: %w: pick a free address with --metrics-listen", err)
+		return nil, err
 	}
 	log.Info("serving GPU metrics", "addr", srv.Addr().String(), "web-config-file", webConfig)
 	stop := srv.Start(ctx)

@@ -203,12 +203,9 @@ func serveClaims(ctx context.Context, d *driver.Driver, addr, webConfig string, 
 		}
 		return out
 	}))
-	srv, err := metricsserver.Listen(metricsserver.Options{Addr: addr, WebConfigFile: webConfig, Limits: metricsserver.DefaultLimits(), Log: log}, reg)
-	switch {
-	case errors.Is(err, metricsserver.ErrWebConfig):
-		return nil, fmt.Errorf("metrics: %w: fix --web-config-file", err)
-	case err != nil:
-		return nil, fmt.Errorf("metrics: %w: pick a free address with --metrics-listen", err)
+	srv, err := metricsserver.ListenFlag(metricsserver.Options{Addr: addr, WebConfigFile: webConfig, Limits: metricsserver.DefaultLimits(), Log: log}, reg, "--metrics-listen")
+	if err != nil {
+		return nil, err
 	}
 	log.Info("serving the claims' promised memory", "addr", srv.Addr().String())
 	return srv.Start(ctx), nil
