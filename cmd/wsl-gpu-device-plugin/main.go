@@ -53,6 +53,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpumetrics"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/kubeapi"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/lifecycle"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/nodeagent"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/nodelabels"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/nodesetup"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/podresources"
@@ -135,11 +136,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	// What the pod put on its node, undone at an uninstall only; the
-	// setup loop stops with ctx, also when the plugin fails.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var undo []func(lifecycle.Verdict)
+	// What the pod puts on its node, undone at an uninstall only
+	// (package nodeagent holds the order).
+	agent := nodeagent.Agent{Log: log, Decide: func() lifecycle.Verdict { return lifecycle.DecideInCluster(*daemonSet) }}
 	if *nodeRoot != "" {
 		self, err := os.Executable()
 		if err != nil {
@@ -149,42 +148,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		setup := nodesetup.Setup{Root: *nodeRoot, HookDir: *hookDir, CDIDir: *cdiDir,
 			Binaries: []string{filepath.Join(dir, "wsl-gpu-hook"), filepath.Join(dir, "wsl-gpu-ctl")}}
 		if *setupOnly {
-			changed, err := setup.Apply()
-			for _, c := range changed {
-				log.Info("node setup: " + c)
-			}
-			if err != nil {
-				// A node with no usable GPU still runs the plugin, which
-				// then advertises nothing and says why; the main
-				// container retries the setup every interval.
-				log.Warn("node setup incomplete; the plugin retries it", "err", err)
-			}
+			nodeagent.SetupOnce(setup.Apply, log)
 			return nil
 		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			setup.Keep(ctx, *interval, log)
-		}()
-		undo = append(undo, func(v lifecycle.Verdict) {
-			<-done
-			if !v.Uninstall {
-				return
-			}
-			removed, err := setup.Remove()
-			for _, r := range removed {
-				log.Info("node cleanup: " + r)
-			}
-			if err != nil {
-				log.Warn("node cleanup incomplete", "err", err)
-			}
-		})
+		agent.Keep = func(ctx context.Context) { setup.Keep(ctx, *interval, log) }
+		agent.Remove = setup.Remove
 	}
 	opt := deviceplugin.OptionsFrom(cfg)
 	log.Info("starting", "version", version, "config", orDefaults(cfg.Path()), "device", cfg.DxgDevice, "plugin-dir", *pluginDir,
 		"cdi", opt.CDI, "replicas", opt.Replicas)
 	health := &gpustats.HealthCheck{Device: cfg.DxgDevice, Timeout: 5 * time.Second}
-	var onInventory func(*driverstore.Inventory)
 	if *labelNode {
 		if os.Getenv("NODE_NAME") == "" {
 			return fmt.Errorf("node labels: the node's name is unknown: set NODE_NAME from spec.nodeName")
@@ -194,29 +167,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		l := &nodelabels.Labeler{Client: client, Log: log}
-		onInventory = l.Update
-		undo = append(undo, func(v lifecycle.Verdict) {
-			if v.Uninstall {
-				l.Remove()
-			}
-		})
+		agent.Label, agent.Unlabel = l.Update, l.Remove
 	}
-	if len(undo) > 0 {
-		defer func() {
-			cancel()
-			v := lifecycle.DecideInCluster(*daemonSet)
-			log.Info("stopping: " + v.Reason)
-			for _, u := range undo {
-				u(v)
-			}
-		}()
-	}
+	return agent.Run(ctx, func(ctx context.Context, onInventory func(*driverstore.Inventory)) error {
+		return servePlugin(ctx, cfg, opt, health, onInventory, pluginFlags{pluginDir: *pluginDir, interval: *interval, features: *features,
+			metricsAddr: *metricsAddr, podResources: *podResources, namesDir: *namesDir, metricsInterval: *metricsInterval, webConfig: *webConfig}, log)
+	})
+}
+
+// pluginFlags are the flags the plugin and its metrics take.
+type pluginFlags struct {
+	pluginDir, features, metricsAddr, podResources, namesDir, webConfig string
+	interval, metricsInterval                                           time.Duration
+}
+
+// servePlugin runs the device plugin, and its metrics when asked, until
+// ctx ends or the plugin fails.
+func servePlugin(ctx context.Context, cfg config.Config, opt deviceplugin.Options, health *gpustats.HealthCheck,
+	onInventory func(*driverstore.Inventory), f pluginFlags, log *slog.Logger) error {
 	m := server.New(server.Config{
 		OnInventory: onInventory,
-		PluginDir:   *pluginDir,
+		PluginDir:   f.pluginDir,
 		Options:     opt,
-		Interval:    *interval,
-		FeatureFile: *features,
+		Interval:    f.interval,
+		FeatureFile: f.features,
 		List: func() (*driverstore.Inventory, error) {
 			inv, err := gpuhost.List(cfg.DxgDevice, gpuhost.Options{LibDir: cfg.LibDir, DriversDir: cfg.DriversDir})
 			if err == nil {
@@ -229,28 +203,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		},
 		Log: log,
 	})
-	if *metricsAddr != "" {
+	if f.metricsAddr != "" {
 		var names []containernames.Source
-		if *namesDir != "" {
-			names = append(names, containernames.KubeletLogs{Dir: *namesDir})
+		if f.namesDir != "" {
+			names = append(names, containernames.KubeletLogs{Dir: f.namesDir})
 		}
 		var allocs *gpumetrics.Allocations
-		if *podResources != "" {
+		if f.podResources != "" {
 			filter := podresources.Filter{Resources: map[string]bool{}, Driver: wsl.DRADriver}
 			for _, r := range opt.Resources {
 				filter.Resources[r] = true
 			}
 			filter.Resources[opt.NPUResource] = true
 			allocs = gpumetrics.NewAllocations(func(ctx context.Context) ([]gpumetrics.Allocation, error) {
-				as, err := podresources.List(ctx, *podResources, filter)
+				as, err := podresources.List(ctx, f.podResources, filter)
 				out := make([]gpumetrics.Allocation, len(as))
 				for i, a := range as {
 					out[i] = gpumetrics.Allocation(a)
 				}
 				return out, err
-			}, *metricsInterval)
+			}, f.metricsInterval)
 		}
-		stopMetrics, err := serveMetrics(ctx, cfg.DxgDevice, *metricsAddr, *webConfig, *metricsInterval, names, allocs, log)
+		stopMetrics, err := serveMetrics(ctx, cfg.DxgDevice, f.metricsAddr, f.webConfig, f.metricsInterval, names, allocs, log)
 		if err != nil {
 			return err
 		}
