@@ -25,14 +25,14 @@ const (
 // stands for exactly one adapter. A device cannot see the other devices a
 // container asks for, so those variables come whatever the capabilities:
 // they only steer a choice, never grant one.
-func stackFor(inv *driverstore.Inventory, sel cdiselect.Selection, stack vendorstack.Host) vendorstack.Edits {
+func stackFor(inv *driverstore.Inventory, sel cdiselect.Selection, stack vendorstack.Host) edits.Stack {
 	picked, err := cdiselect.Union{Selections: []cdiselect.Selection{sel}}.Select(inv.Adapters)
 	if err != nil {
-		return vendorstack.Edits{}
+		return edits.Stack{}
 	}
 	host := vendorstack.FromInventory(inv.Adapters)
 	mine := vendorstack.FromInventory(picked)
-	var add vendorstack.Edits
+	var add edits.Stack
 	if rocm, _, _ := vendorstack.Needs(mine, 0); rocm && stack.ROCm.Lib != "" {
 		add = vendorstack.ROCmEdits(stack.ROCm)
 	}
@@ -57,7 +57,7 @@ func capabilityDevices(stack vendorstack.Host) []cdi.Device {
 	return out
 }
 
-func cdiEdits(s vendorstack.Edits) cdi.ContainerEdits {
+func cdiEdits(s edits.Stack) cdi.ContainerEdits {
 	var e edits.Edits
 	e.AddStack(s, false)
 	return e.CDI()

@@ -8,6 +8,8 @@
 // stacks' files), the files to write in the container (the loader
 // configuration, loader-cache entries), the links to make (a folder's
 // on-disk spelling, nvidia-smi), the variables to set and the hooks to run.
+// What the vendor stacks add is a [Stack] in the same vocabulary (package
+// vendorstack returns one), added by [Edits.AddStack].
 //
 // Each path renders the same value in the form it can carry:
 //

@@ -5,7 +5,6 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
@@ -115,7 +114,7 @@ type Inputs struct {
 	// Ldcache is nil when the loader cache is not to be touched.
 	Ldcache []ldcache.Entry
 	// Stack is what the vendor stacks and capabilities add.
-	Stack vendorstack.Edits
+	Stack Stack
 }
 
 // For builds the edits for in. It does no I/O.
@@ -153,12 +152,11 @@ func For(in Inputs) Edits {
 // AddStack adds what a vendor stack or capability gives besides the
 // driver files: its nodes (bound from the host when bind), binds and
 // variables. Its loader-cache entries are For's to merge.
-func (e *Edits) AddStack(s vendorstack.Edits, bind bool) {
+func (e *Edits) AddStack(s Stack, bind bool) {
 	for _, d := range s.Devices {
-		e.Devices = append(e.Devices, Device{Path: d.Path, Node: devnode.Node{Path: d.HostPath, Major: d.Major, Minor: d.Minor}, Access: AccessStack, Bind: bind})
+		d.Bind = bind
+		e.Devices = append(e.Devices, d)
 	}
-	for _, m := range s.Mounts {
-		e.Mounts = append(e.Mounts, Mount{Source: m.HostPath, Target: m.ContainerPath, File: m.File})
-	}
+	e.Mounts = append(e.Mounts, s.Mounts...)
 	e.Env = append(e.Env, s.EnvList()...)
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probed"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/request"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
 )
 
@@ -157,7 +156,7 @@ type Plan struct {
 	// Stack is what the vendor stacks and capabilities add (see
 	// stack.go): its mounts and devices are among Steps; its variables a
 	// hook cannot set, so the caller logs them for the user.
-	Stack vendorstack.Edits
+	Stack edits.Stack
 	// Edits is the whole of what the container gets, whatever carries it
 	// in; Steps is its form for this hook, less what the engine did.
 	Edits edits.Edits

@@ -3,13 +3,14 @@ package gpuplan
 import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/edits"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
 )
 
 // stackEdits is what the selected adapters' stacks and the capabilities
 // add beyond the folders (package vendorstack decides, for the selected
 // adapters with a usable folder).
-func stackEdits(c Container, inv *driverstore.Inventory, selected []driverstore.Adapter, probe vendorstack.Host) vendorstack.Edits {
+func stackEdits(c Container, inv *driverstore.Inventory, selected []driverstore.Adapter, probe vendorstack.Host) edits.Stack {
 	e := vendorstack.PlanSelected(inv.Adapters, selected, vendorstack.Input{
 		All:   c.Request.All,
 		Caps:  c.Caps | capability.Default,
@@ -18,7 +19,7 @@ func stackEdits(c Container, inv *driverstore.Inventory, selected []driverstore.
 	if c.Injected {
 		// The CDI devices carry their mounts, nodes and variables, which
 		// the engine applied; the loader-cache entries are the hook's.
-		return vendorstack.Edits{Ldcache: e.Ldcache}
+		return edits.Stack{Ldcache: e.Ldcache}
 	}
 	return e
 }

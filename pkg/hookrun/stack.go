@@ -10,6 +10,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devcgroup"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/edits"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hooklog"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/oci"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/probed"
@@ -35,7 +36,7 @@ func probeStack(cfg config.Config, host probed.Host, caps capability.Set) (vendo
 // logStack says what the stacks got that the log should show: what was left
 // out and why, and the variables a hook cannot put into the container's
 // environment (only CDI devices and the wrapper can), unless it has them.
-func logStack(log *hooklog.Logger, spec *oci.Spec, e vendorstack.Edits) {
+func logStack(log *hooklog.Logger, spec *oci.Spec, e edits.Stack) {
 	for _, n := range e.Notes {
 		log.Warnf("%s", n)
 	}

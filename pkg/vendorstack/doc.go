@@ -36,9 +36,12 @@
 // not know, so neither index maps to an adapter index the hook can compute.
 //
 // Plan is pure, as is the whole package: it takes the selected adapters,
-// the capabilities and what package stackprobe found on the host (a
-// Host), and returns data (mounts, device
-// nodes, variables, loader-cache entries) and notes saying what was left out
-// and why. Needs says which probes a request needs, so the hook's hot path
-// stats nothing it does not use. Missing reports host problems for doctor.
+// the capabilities and what package stackprobe found on the host (a Host),
+// and returns data in package edits' vocabulary, an edits.Stack (mounts,
+// device nodes, variables with why each is set, loader-cache entries), and
+// notes saying what was left out and why. PlanSelected keeps the selected
+// adapters whose folders are usable, then plans: the hook and the runtime
+// wrapper both start there. Needs says which probes a request needs, so
+// the hook's hot path stats nothing it does not use. Missing reports host
+// problems for doctor.
 package vendorstack

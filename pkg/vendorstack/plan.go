@@ -7,7 +7,9 @@ import (
 	"strings"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/edits"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendors"
 )
@@ -72,56 +74,6 @@ func (a Adapter) String() string {
 	return fmt.Sprintf("adapter %d (%s)", a.Index, a.Vendor)
 }
 
-// Mount is a read-only, nosuid, nodev bind of a host path.
-type Mount struct {
-	HostPath      string `json:"hostPath"`
-	ContainerPath string `json:"containerPath"`
-	// File marks a bind of a file (or socket) rather than a directory.
-	File bool `json:"file,omitempty"`
-}
-
-// Device is a character device node the container gets, with an rw rule.
-type Device struct {
-	Path         string `json:"path"`
-	HostPath     string `json:"hostPath"`
-	Major, Minor uint32
-}
-
-// Var is one environment variable and why it is set.
-type Var struct {
-	Name, Value string
-	// Why says what reads it, for the log and for users who must set it
-	// themselves (a prestart hook cannot).
-	Why string
-}
-
-func (v Var) String() string { return v.Name + "=" + v.Value }
-
-// Edits is what Plan adds to a container.
-type Edits struct {
-	Mounts  []Mount
-	Devices []Device
-	Env     []Var
-	// Ldcache entries register container paths with the image's loader.
-	Ldcache []ldcache.Entry
-	// Notes say what was left out and why, one line each.
-	Notes []string
-}
-
-// Empty reports edits that change nothing.
-func (e Edits) Empty() bool {
-	return len(e.Mounts) == 0 && len(e.Devices) == 0 && len(e.Env) == 0 && len(e.Ldcache) == 0
-}
-
-// EnvList returns the variables as NAME=VALUE.
-func (e Edits) EnvList() []string {
-	out := make([]string, len(e.Env))
-	for i, v := range e.Env {
-		out[i] = v.String()
-	}
-	return out
-}
-
 // Input is everything Plan depends on.
 type Input struct {
 	// Host is every adapter of the host, in enumeration order.
@@ -146,10 +98,10 @@ func Needs(selected []Adapter, caps capability.Set) (rocm, dri, wslg bool) {
 }
 
 // Plan computes the edits. It does no I/O.
-func Plan(in Input) Edits {
-	var e Edits
+func Plan(in Input) edits.Stack {
+	var e edits.Stack
 	if rocm, _, _ := Needs(in.Selected, in.Caps); rocm {
-		e.add(ROCmEdits(in.Probe.ROCm))
+		e.Add(ROCmEdits(in.Probe.ROCm))
 	}
 	if !in.All {
 		e.Env = append(e.Env, intelEnv(in.Host, in.Selected)...)
@@ -160,10 +112,10 @@ func Plan(in Input) Edits {
 		}
 	}
 	if in.Caps.Has(capability.Video) {
-		e.add(VideoEdits(in.Probe.DRI))
+		e.Add(VideoEdits(in.Probe.DRI))
 	}
 	if in.Caps.Has(capability.Display) {
-		e.add(DisplayEdits(in.Probe.WSLg))
+		e.Add(DisplayEdits(in.Probe.WSLg))
 	}
 	return e
 }
@@ -172,7 +124,7 @@ func Plan(in Input) Edits {
 // driverstore lists them), in's Host and Selected aside: the one place
 // that keeps the usable adapters, then plans their stacks. Adapters
 // without a usable folder get nothing: their stack could not load anyway.
-func PlanSelected(host, selected []driverstore.Adapter, in Input) Edits {
+func PlanSelected(host, selected []driverstore.Adapter, in Input) edits.Stack {
 	var usable []driverstore.Adapter
 	for _, a := range selected {
 		if a.Err == nil {
@@ -183,32 +135,24 @@ func PlanSelected(host, selected []driverstore.Adapter, in Input) Edits {
 	return Plan(in)
 }
 
-func (e *Edits) add(o Edits) {
-	e.Mounts = append(e.Mounts, o.Mounts...)
-	e.Devices = append(e.Devices, o.Devices...)
-	e.Env = append(e.Env, o.Env...)
-	e.Ldcache = append(e.Ldcache, o.Ldcache...)
-	e.Notes = append(e.Notes, o.Notes...)
-}
-
 // ROCmEdits is what every AMD GPU needs for ROCm: librocdxg, dids.conf and
 // the variable that makes the HSA runtime load it.
-func ROCmEdits(r ROCm) Edits {
-	var e Edits
+func ROCmEdits(r ROCm) edits.Stack {
+	var e edits.Stack
 	if r.Lib == "" {
 		e.Notes = append(e.Notes, r.missing("an AMD adapter is selected"))
 		return e
 	}
 	e.Mounts = append(e.Mounts,
-		Mount{HostPath: r.Lib, ContainerPath: ContainerRocdxg, File: true},
-		Mount{HostPath: r.Lib, ContainerPath: ContainerRocdxgDev, File: true})
+		edits.Mount{Source: r.Lib, Target: ContainerRocdxg, File: true},
+		edits.Mount{Source: r.Lib, Target: ContainerRocdxgDev, File: true})
 	if r.Share != "" {
-		e.Mounts = append(e.Mounts, Mount{HostPath: r.Share, ContainerPath: ContainerRocdxgShare})
+		e.Mounts = append(e.Mounts, edits.Mount{Source: r.Share, Target: ContainerRocdxgShare})
 	} else {
 		e.Notes = append(e.Notes, fmt.Sprintf("no %s on the host: librocdxg runs with its built-in device table", path.Join(r.Dir, "share/rocdxg/dids.conf")))
 	}
 	e.Ldcache = append(e.Ldcache, ldcache.Entry{Key: rocdxgSoname, Path: ContainerRocdxg, Flags: ldcache.FlagNative})
-	e.Env = append(e.Env, Var{Name: "HSA_ENABLE_DXG_DETECTION", Value: "1", Why: "the HSA runtime loads librocdxg only when it is set"})
+	e.Env = append(e.Env, edits.Var{Name: "HSA_ENABLE_DXG_DETECTION", Value: "1", Why: "the HSA runtime loads librocdxg only when it is set"})
 	return e
 }
 
@@ -226,7 +170,7 @@ func gpus(as []Adapter, v driverstore.Vendor) []Adapter {
 // intelEnv narrows Level Zero to the selected Intel GPUs, numbered as the
 // Intel driver numbers them: the Intel GPUs in host order. Nothing when the
 // selection holds every Intel GPU or none.
-func intelEnv(host, selected []Adapter) []Var {
+func intelEnv(host, selected []Adapter) []edits.Var {
 	hostGPUs, sel := gpus(host, driverstore.Intel), gpus(selected, driverstore.Intel)
 	if len(sel) == 0 || len(sel) == len(hostGPUs) {
 		return nil
@@ -239,14 +183,14 @@ func intelEnv(host, selected []Adapter) []Var {
 			}
 		}
 	}
-	return []Var{{Name: "ZE_AFFINITY_MASK", Value: strings.Join(idx, ","), Why: "Level Zero uses only the selected Intel GPUs (a convenience, not isolation)"}}
+	return []edits.Var{{Name: "ZE_AFFINITY_MASK", Value: strings.Join(idx, ","), Why: "Level Zero uses only the selected Intel GPUs (a convenience, not isolation)"}}
 }
 
 // mesaEnv points Mesa's D3D12 drivers at the first selected GPU. Mesa takes
 // the first adapter whose description contains the value, so a description
 // another adapter's also contains would pick the wrong one: then nothing is
 // set and a note says why.
-func mesaEnv(host, selected []Adapter) ([]Var, []string) {
+func mesaEnv(host, selected []Adapter) ([]edits.Var, []string) {
 	var first *Adapter
 	for i := range selected {
 		if !selected[i].ComputeOnly {
@@ -265,7 +209,7 @@ func mesaEnv(host, selected []Adapter) ([]Var, []string) {
 			return nil, []string{fmt.Sprintf("graphics/video: %s and adapter %d have descriptions Mesa cannot tell apart: MESA_D3D12_DEFAULT_ADAPTER_NAME not set", first, h.Index)}
 		}
 	}
-	return []Var{{Name: "MESA_D3D12_DEFAULT_ADAPTER_NAME", Value: first.Description, Why: "Mesa's d3d12 GL, dzn Vulkan and d3d12 VA-API drivers render on this adapter"}}, nil
+	return []edits.Var{{Name: "MESA_D3D12_DEFAULT_ADAPTER_NAME", Value: first.Description, Why: "Mesa's d3d12 GL, dzn Vulkan and d3d12 VA-API drivers render on this adapter"}}, nil
 }
 
 // AdapterEnv is the selection variables of a device that stands for one
@@ -273,7 +217,7 @@ func mesaEnv(host, selected []Adapter) ([]Var, []string) {
 // selects a alone and asks for graphics. A CDI device cannot see which
 // other devices and capabilities a container asks for, so it carries them
 // whatever the capabilities; they only steer a choice, never grant one.
-func AdapterEnv(host []Adapter, a Adapter) []Var {
+func AdapterEnv(host []Adapter, a Adapter) []edits.Var {
 	sel := []Adapter{a}
 	out := intelEnv(host, sel)
 	// With one adapter that renders there is nothing to choose.
@@ -296,42 +240,42 @@ func renderers(as []Adapter) int {
 }
 
 // VideoEdits is what VA-API on D3D12 needs: the variable and /dev/dri.
-func VideoEdits(dri []Node) Edits {
-	e := Edits{Env: []Var{{Name: "LIBVA_DRIVER_NAME", Value: "d3d12", Why: "VA-API loads Mesa's d3d12 video driver"}}}
+func VideoEdits(dri []Node) edits.Stack {
+	e := edits.Stack{Env: []edits.Var{{Name: "LIBVA_DRIVER_NAME", Value: "d3d12", Why: "VA-API loads Mesa's d3d12 video driver"}}}
 	if len(dri) == 0 {
 		e.Notes = append(e.Notes, "video: the host has no /dev/dri card or render node (WSL creates them when the Windows GPU driver supports video): VA-API will find no device")
 		return e
 	}
 	for _, n := range dri {
-		e.Devices = append(e.Devices, Device{Path: path.Join(ContainerDRIDir, n.Name), HostPath: n.HostPath, Major: n.Major, Minor: n.Minor})
+		e.Devices = append(e.Devices, edits.Device{Path: path.Join(ContainerDRIDir, n.Name), Node: devnode.Node{Path: n.HostPath, Major: n.Major, Minor: n.Minor}, Access: edits.AccessStack})
 	}
 	return e
 }
 
 // DisplayEdits is WSLg's sockets and the variables that point clients at
 // them, for whichever of X11, Wayland and PulseAudio the host has.
-func DisplayEdits(w WSLg) Edits {
-	var e Edits
+func DisplayEdits(w WSLg) edits.Stack {
+	var e edits.Stack
 	if w.X11 == "" && w.RuntimeDir == "" && w.Pulse == "" {
 		e.Notes = append(e.Notes, fmt.Sprintf("display: WSLg is not running (no sockets under %s): it needs Windows 11 or wsl --update, and guiApplications=true in .wslconfig", w.Dir))
 		return e
 	}
 	if w.X11 != "" {
-		e.Mounts = append(e.Mounts, Mount{HostPath: w.X11, ContainerPath: ContainerX11Dir})
+		e.Mounts = append(e.Mounts, edits.Mount{Source: w.X11, Target: ContainerX11Dir})
 		if w.Display >= 0 {
-			e.Env = append(e.Env, Var{Name: "DISPLAY", Value: ":" + strconv.Itoa(w.Display), Why: "X11 clients connect to WSLg's X server"})
+			e.Env = append(e.Env, edits.Var{Name: "DISPLAY", Value: ":" + strconv.Itoa(w.Display), Why: "X11 clients connect to WSLg's X server"})
 		}
 	}
 	if w.RuntimeDir != "" {
-		e.Mounts = append(e.Mounts, Mount{HostPath: w.RuntimeDir, ContainerPath: ContainerWSLgRuntime})
-		e.Env = append(e.Env, Var{Name: "XDG_RUNTIME_DIR", Value: ContainerWSLgRuntime, Why: "Wayland and PulseAudio clients find their sockets there"})
+		e.Mounts = append(e.Mounts, edits.Mount{Source: w.RuntimeDir, Target: ContainerWSLgRuntime})
+		e.Env = append(e.Env, edits.Var{Name: "XDG_RUNTIME_DIR", Value: ContainerWSLgRuntime, Why: "Wayland and PulseAudio clients find their sockets there"})
 		if w.Wayland != "" {
-			e.Env = append(e.Env, Var{Name: "WAYLAND_DISPLAY", Value: w.Wayland, Why: "Wayland clients connect to WSLg's compositor"})
+			e.Env = append(e.Env, edits.Var{Name: "WAYLAND_DISPLAY", Value: w.Wayland, Why: "Wayland clients connect to WSLg's compositor"})
 		}
 	}
 	if w.Pulse != "" {
-		e.Mounts = append(e.Mounts, Mount{HostPath: w.Pulse, ContainerPath: ContainerPulse, File: true})
-		e.Env = append(e.Env, Var{Name: "PULSE_SERVER", Value: "unix:" + ContainerPulse, Why: "PulseAudio clients play and record through WSLg"})
+		e.Mounts = append(e.Mounts, edits.Mount{Source: w.Pulse, Target: ContainerPulse, File: true})
+		e.Env = append(e.Env, edits.Var{Name: "PULSE_SERVER", Value: "unix:" + ContainerPulse, Why: "PulseAudio clients play and record through WSLg"})
 	}
 	return e
 }

@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/edits"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
 )
 
@@ -32,17 +34,17 @@ var (
 )
 
 func TestPlan(t *testing.T) {
-	rocdxgMounts := []Mount{
-		{HostPath: rocm.Lib, ContainerPath: "/usr/lib/librocdxg.so.1", File: true},
-		{HostPath: rocm.Lib, ContainerPath: "/usr/lib/librocdxg.so", File: true},
-		{HostPath: rocm.Share, ContainerPath: "/usr/share/rocdxg"},
+	rocdxgMounts := []edits.Mount{
+		{Source: rocm.Lib, Target: "/usr/lib/librocdxg.so.1", File: true},
+		{Source: rocm.Lib, Target: "/usr/lib/librocdxg.so", File: true},
+		{Source: rocm.Share, Target: "/usr/share/rocdxg"},
 	}
 	rocdxgCache := []ldcache.Entry{{Key: "librocdxg.so.1", Path: "/usr/lib/librocdxg.so.1", Flags: ldcache.FlagNative}}
 	tests := []struct {
 		name        string
 		in          Input
-		wantMounts  []Mount
-		wantDevices []Device
+		wantMounts  []edits.Mount
+		wantDevices []edits.Device
 		wantEnv     []string
 		wantCache   []ldcache.Entry
 		wantNotes   []string // substrings, one per note
@@ -143,8 +145,8 @@ func TestPlan(t *testing.T) {
 			in: Input{Host: []Adapter{radeon}, Selected: []Adapter{radeon}, Caps: capability.Compute | capability.Video,
 				Probe: Host{ROCm: rocm, DRI: dri}},
 			wantMounts: rocdxgMounts,
-			wantDevices: []Device{{Path: "/dev/dri/card0", HostPath: "/dev/dri/card0", Major: 226, Minor: 0},
-				{Path: "/dev/dri/renderD128", HostPath: "/dev/dri/renderD128", Major: 226, Minor: 128}},
+			wantDevices: []edits.Device{{Path: "/dev/dri/card0", Node: devnode.Node{Path: "/dev/dri/card0", Major: 226, Minor: 0}, Access: edits.AccessStack},
+				{Path: "/dev/dri/renderD128", Node: devnode.Node{Path: "/dev/dri/renderD128", Major: 226, Minor: 128}, Access: edits.AccessStack}},
 			wantEnv:   []string{"HSA_ENABLE_DXG_DETECTION=1", "MESA_D3D12_DEFAULT_ADAPTER_NAME=AMD Radeon RX 7900 XTX", "LIBVA_DRIVER_NAME=d3d12"},
 			wantCache: rocdxgCache,
 		},
@@ -157,17 +159,17 @@ func TestPlan(t *testing.T) {
 		{
 			name: "display with every WSLg socket",
 			in:   Input{Host: []Adapter{iris, rtx}, Selected: []Adapter{iris, rtx}, All: true, Caps: capability.Compute | capability.Display, Probe: Host{WSLg: wslg}},
-			wantMounts: []Mount{
-				{HostPath: "/mnt/wslg/.X11-unix", ContainerPath: "/tmp/.X11-unix"},
-				{HostPath: "/mnt/wslg/runtime-dir", ContainerPath: "/mnt/wslg/runtime-dir"},
-				{HostPath: "/mnt/wslg/PulseServer", ContainerPath: "/mnt/wslg/PulseServer", File: true},
+			wantMounts: []edits.Mount{
+				{Source: "/mnt/wslg/.X11-unix", Target: "/tmp/.X11-unix"},
+				{Source: "/mnt/wslg/runtime-dir", Target: "/mnt/wslg/runtime-dir"},
+				{Source: "/mnt/wslg/PulseServer", Target: "/mnt/wslg/PulseServer", File: true},
 			},
 			wantEnv: []string{"DISPLAY=:0", "XDG_RUNTIME_DIR=/mnt/wslg/runtime-dir", "WAYLAND_DISPLAY=wayland-0", "PULSE_SERVER=unix:/mnt/wslg/PulseServer"},
 		},
 		{
 			name:       "display with X11 only, on display 1",
 			in:         Input{Host: []Adapter{rtx}, Selected: []Adapter{rtx}, All: true, Caps: capability.Compute | capability.Display, Probe: Host{WSLg: WSLg{Dir: "/mnt/wslg", X11: "/mnt/wslg/.X11-unix", Display: 1}}},
-			wantMounts: []Mount{{HostPath: "/mnt/wslg/.X11-unix", ContainerPath: "/tmp/.X11-unix"}},
+			wantMounts: []edits.Mount{{Source: "/mnt/wslg/.X11-unix", Target: "/tmp/.X11-unix"}},
 			wantEnv:    []string{"DISPLAY=:1"},
 		},
 		{
