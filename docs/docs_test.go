@@ -288,6 +288,21 @@ func TestTroubleshootingMessages(t *testing.T) {
 func goStrings(t *testing.T, dirs ...string) []string {
 	t.Helper()
 	var out []string
+	goTokens(t, dirs, 0, func(_ token.Position, tok token.Token, lit string) {
+		if tok == token.STRING {
+			if u, err := strconv.Unquote(lit); err == nil {
+				out = append(out, u)
+			}
+		}
+	})
+	return out
+}
+
+// goTokens calls f with every token of the non-test Go files under dirs
+// (relative to the module's root), scanned with mode (scanner.ScanComments
+// for the comments too), and its position.
+func goTokens(t *testing.T, dirs []string, mode scanner.Mode, f func(token.Position, token.Token, string)) {
+	t.Helper()
 	for _, d := range dirs {
 		err := filepath.WalkDir(filepath.Join(root, d), func(path string, e fs.DirEntry, err error) error {
 			if err != nil || e.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
@@ -299,17 +314,13 @@ func goStrings(t *testing.T, dirs ...string) []string {
 			}
 			fset := token.NewFileSet()
 			var s scanner.Scanner
-			s.Init(fset.AddFile(path, -1, len(src)), src, nil, 0)
+			s.Init(fset.AddFile(path, -1, len(src)), src, nil, mode)
 			for {
-				_, tok, lit := s.Scan()
+				pos, tok, lit := s.Scan()
 				if tok == token.EOF {
 					break
 				}
-				if tok == token.STRING {
-					if u, err := strconv.Unquote(lit); err == nil {
-						out = append(out, u)
-					}
-				}
+				f(fset.Position(pos), tok, lit)
 			}
 			return nil
 		})
@@ -317,7 +328,6 @@ func goStrings(t *testing.T, dirs ...string) []string {
 			t.Fatal(err)
 		}
 	}
-	return out
 }
 
 // ARCHITECTURE.md names every package under pkg/, and none that is gone.

@@ -2,10 +2,16 @@ package docs
 
 import (
 	"bufio"
+	"go/scanner"
+	"go/token"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendors"
 )
 
 // module is the import path prefix of the project's packages.
@@ -92,4 +98,38 @@ func TestDecisionsDoNoIO(t *testing.T) {
 var typesOnly = map[string]bool{
 	"pkg/dxcore": true, "pkg/driverstore": true, "pkg/devnode": true, "pkg/ldcache": true,
 	"pkg/probed": true, "pkg/oci": true, "pkg/mounts": true,
+}
+
+// No package but vendors spells a vendor id: a second table is how AMD's
+// NPU came to be a GPU in one package and not in another. The test scans
+// the non-test Go files of pkg/, cmd/ and config/ (tests and the simulator
+// under test/ describe hosts, and may) for an integer literal equal to an
+// id of the table, or a 0x spelling of one in a comment.
+func TestNoVendorIDOutsideTheTable(t *testing.T) {
+	ids := map[uint64]bool{}
+	for _, id := range vendors.IDs() {
+		ids[uint64(id.ID)] = true
+	}
+	table := filepath.Join(root, "pkg", "vendors") + string(filepath.Separator)
+	goTokens(t, []string{"pkg", "cmd", "config"}, scanner.ScanComments, func(pos token.Position, tok token.Token, lit string) {
+		if strings.HasPrefix(pos.Filename, table) || strings.Contains(pos.Filename, string(filepath.Separator)+"testdata"+string(filepath.Separator)) {
+			return
+		}
+		var words []string
+		switch tok {
+		case token.INT:
+			words = []string{strings.ReplaceAll(lit, "_", "")}
+		case token.COMMENT:
+			for _, w := range strings.FieldsFunc(lit, func(r rune) bool { return !strings.ContainsRune("0123456789abcdefABCDEFxX", r) }) {
+				if strings.HasPrefix(strings.ToLower(w), "0x") {
+					words = append(words, w)
+				}
+			}
+		}
+		for _, w := range words {
+			if v, err := strconv.ParseUint(w, 0, 64); err == nil && ids[v] {
+				t.Errorf("%s: %s: a vendor id outside package vendors: add what it decides to the vendor table (pkg/vendors) and ask it there", pos, w)
+			}
+		}
+	})
 }

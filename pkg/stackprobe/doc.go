@@ -6,5 +6,5 @@
 // It is apart from vendorstack so the decision does no I/O (docs'
 // TestDecisionsDoNoIO holds it to that). It runs on every container start,
 // so For probes only what a request needs, stats without following what
-// it need not, and links no regexp (TestLinksNoRegexp).
+// it need not, and links no regexp (vendorstack's TestLinksNoRegexp).
 package stackprobe
