@@ -11,6 +11,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/edits"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendors"
 )
 
 // Where the GPU appears inside every container, whatever the host paths.
@@ -137,13 +138,13 @@ func cdiDevices(host []driverstore.Adapter, devs []Device) []string {
 	}
 	v := devs[0].Adapter.Vendor
 	sel := cdiselect.Selection{Vendor: v, Index: -1}
+	// The vendor's own kind's "all", else our kind's device of the
+	// vendor (the vendor table's CDI kinds, as cdispec writes them).
 	var all string
-	switch v {
-	case driverstore.NVIDIA:
-		all = CDIKindNVIDIA + "=all"
-	case driverstore.AMD:
-		all = CDIKindAMD + "=all"
-	case driverstore.Intel, driverstore.Qualcomm:
+	switch kind := vendors.RowOf(v).CDIKind; {
+	case kind != "":
+		all = kind + "=all"
+	case v != driverstore.Microsoft && v != driverstore.Unknown:
 		all = CDIKindGeneric + "=" + string(v)
 	default:
 		return names
