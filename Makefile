@@ -76,14 +76,16 @@ demo: setup build tools
 TESTMODS := test/engines test/latencyfs hack/release
 
 ## engines: the engine matrix's engines (runc, containerd, dockerd from their
-## Go modules; runc also static, for the simulated Rancher Desktop; the labs
-## Dockerfile frontend, distribution's registry, buildx and buildkitd for the
-## build test), the Debian 13 root and the Alpine-like root of Rancher Desktop's
-## distro, built once into /var/cache/wsl-gpu-hook-e2e (the roots download while
-## the engines compile)
+## Go modules; runc also static, for the simulated Rancher Desktop), the Debian
+## 13 root and the Alpine-like root of Rancher Desktop's distro, built once into
+## /var/cache/wsl-gpu-hook-e2e (the roots download while the engines compile).
+## BUILD_TOOLS are the build test's (the labs Dockerfile frontend,
+## distribution's registry, buildx, buildkitd): make test builds them in the
+## background, test/engines waits on their lock.
+BUILD_TOOLS := dockerfile-frontend registry buildx buildkitd
 engines: setup
 	{ ./hack/engines/root.sh trixie && ./hack/engines/root.sh rancher-alpine; } >/dev/null & root=$$!; \
-	./hack/engines/build.sh runc runc-static containerd dockerd dockerfile-frontend registry buildx buildkitd >/dev/null; built=$$?; \
+	./hack/engines/build.sh runc runc-static containerd dockerd >/dev/null; built=$$?; \
 	wait $$root && exit $$built
 
 ## test: everything CI runs: lint, unit, integration and end-to-end tests,
@@ -95,7 +97,9 @@ test: setup lint engines
 	@# containers half the time); make k8s's call waits on its lock.
 	@# Starting it before the engine builds gained nothing measurable: a
 	@# cold run is CPU-bound on 2 cores either way (59:58 against 59:04).
-	mkdir -p $(BIN) && { nice -n 5 sh -c './hack/kube/build.sh kube cni prometheus release kind && ./hack/engines/root.sh kind-base' >/dev/null 2>$(BIN)/kube-build.log & }
+	@# The build test's tools first: test/engines, which needs them, runs
+	@# before make k8s.
+	mkdir -p $(BIN) && { nice -n 5 sh -c './hack/engines/build.sh $(BUILD_TOOLS) >/dev/null; ./hack/kube/build.sh kube cni prometheus release kind && ./hack/engines/root.sh kind-base' >/dev/null 2>$(BIN)/kube-build.log & }
 	$(GO) test -count=1 -timeout 40m ./...
 	for m in $(TESTMODS); do (cd $$m && $(GO) test -count=1 -timeout 40m ./...) || exit 1; done
 	$(MAKE) test-arm64
