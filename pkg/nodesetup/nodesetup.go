@@ -101,7 +101,7 @@ func (s Setup) record(files, dirs []string) error {
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(s.manifestPath(), append(data, '\n'), 0o644, atomicfile.Keep); err != nil {
+	if err := atomicfile.Write(s.manifestPath(), append(data, '\n'), 0o644, atomicfile.Owner{}); err != nil {
 		return fmt.Errorf("node setup: write the manifest: %w", err)
 	}
 	return nil
@@ -144,7 +144,7 @@ func (s Setup) Apply() ([]string, error) {
 		if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, data) {
 			continue
 		}
-		if err := atomicfile.Write(dst, data, 0o755, atomicfile.Keep); err != nil {
+		if err := atomicfile.Write(dst, data, 0o755, atomicfile.Owner{}); err != nil {
 			return changed, fmt.Errorf("node setup: install %s: %w", dst, err)
 		}
 		changed = append(changed, "installed "+filepath.Join(s.HookDir, filepath.Base(src)))
