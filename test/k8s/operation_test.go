@@ -135,15 +135,14 @@ func (w *nodeWatch) take() []string {
 	return w.missing
 }
 
-// testOperation runs what operators do to a running installation while a
-// pod asking nvidia.com/gpu: 1 (from the device plugin, and after the
-// switch to DRA from the driver) and a pod with a claim restart their
-// containers every few seconds on the laptop: a helm upgrade with a
-// changed value, the node pod deleted, a rollout restart, the plugin's
-// and the driver's containers killed as the OOM killer kills (SIGKILL:
-// no signal handler runs). Both
-// pods must keep restarting and nothing they need may vanish from the node
-// at any moment; helm uninstall then leaves no file of the project. It
+// testOperation runs what operators do to a running installation while
+// pods asking nvidia.com/gpu: 1 (one given it by the device plugin before
+// the switch to DRA, one by the driver after) and a pod with a claim
+// restart their containers every few seconds on the laptop: a helm
+// upgrade with a changed value, the node pod deleted, a rollout restart,
+// the plugin's and the driver's containers killed as the OOM killer kills
+// (SIGKILL: no signal handler runs). The pods must keep restarting and
+// nothing they need may vanish from the node at any moment; helm uninstall then leaves no file of the project. It
 // also holds the admission policies: the plugin's own token, as root on
 // the node could read it, is refused another node, a foreign label, a
 // taint and another node's ResourceSlice.
@@ -206,23 +205,27 @@ func testOperation(t *testing.T, e env) {
 
 	// A changed value: the DaemonSet rolls its pods, now with the DRA
 	// driver (and the device plugin advertising nothing): the running
-	// device-plugin pod keeps what it was given, for a while. The kubelet
-	// keeps the endpoint of a resource whose last plugin went away for 5
-	// minutes (endpointStopGracePeriod), then forgets it: every later
-	// start of a container holding nvidia.com/gpu from the plugin fails
-	// with CreateContainerConfigError "endpoint not found in cache for a
-	// registered resource: nvidia.com/gpu", as a user's would after the
-	// switch (docs/troubleshooting.md). So the device-plugin pod is
-	// checked across the switch only, then recreated as a user recreates
-	// theirs: the same pod asking nvidia.com/gpu: 1 is now served by the
-	// DRA driver (the DeviceClass's extended resource), and it restarts
-	// through the node pod's steps below beside a pod with a claim.
+	// device-plugin pod keeps what it was given, beyond the kubelet's 5
+	// minutes. The kubelet forgets a resource's endpoint 5 minutes after
+	// its last plugin went (endpointStopGracePeriod) and then refuses
+	// every container start of a pod holding it ("endpoint not found in
+	// cache for a registered resource: nvidia.com/gpu"), also of pods the
+	// DRA driver serves under that name: so the plugin keeps its names
+	// registered with no device (--hold-resources). What shows it at once,
+	// not 5 minutes later: the node's capacity of nvidia.com/gpu is 0 (a
+	// live endpoint listing no device), not 1 (a gone plugin's devices,
+	// counted unhealthy until the kubelet forgets them). A pod asking
+	// nvidia.com/gpu: 1 now is served by the driver (the DeviceClass's
+	// extended resource); all three pods restart through every step below.
 	if out, err := c.Helm("upgrade", "wsl-gpu-hook", chart, "-n", ns, "--reuse-values", "--set", "dra.enabled=true", "--wait", "--timeout", "3m"); err != nil {
 		t.Fatalf("helm upgrade to DRA: %v\n%s", err, out)
 	}
 	x.waitDevices("laptop", nvDevice, igDevice)
+	x.wait(time.Minute, "the laptop's nvidia.com/gpu capacity 0: the plugin's endpoint registered with no device", func() bool {
+		out, _ := c.Kubectl("get", "node", "laptop", "-o", `jsonpath={.status.capacity.nvidia\.com/gpu}`)
+		return out == "0"
+	})
 	x.keepsRestarting("helm upgrade --set dra.enabled=true", map[string]int{"dp-restarter": x.restarts("dp-restarter")})
-	x.deletePods("dp-restarter")
 	c.Apply(restarter("xr-restarter", "limits"))
 	x.keepsRestarting("nvidia.com/gpu pod started with DRA on", map[string]int{"xr-restarter": 0})
 	if claim := x.field("xr-restarter", "{.status.extendedResourceClaimStatus.resourceClaimName}"); claim == "" {
@@ -305,12 +308,13 @@ func testOperation(t *testing.T, e env) {
 		{"plugin container killed (SIGKILL, as the OOM killer)", func() error { return kill("plugin") }},
 		{"DRA driver container killed (SIGKILL, as the OOM killer)", func() error { return kill("dra-driver") }},
 	} {
-		from := map[string]int{"xr-restarter": x.restarts("xr-restarter"), "dra-restarter": x.restarts("dra-restarter")}
+		from := map[string]int{"dp-restarter": x.restarts("dp-restarter"), "xr-restarter": x.restarts("xr-restarter"), "dra-restarter": x.restarts("dra-restarter")}
 		if err := step.do(); err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
 		x.keepsRestarting(step.name, from)
-		t.Logf("%s: restarts xr %d -> %d, dra %d -> %d", step.name, from["xr-restarter"], x.restarts("xr-restarter"), from["dra-restarter"], x.restarts("dra-restarter"))
+		t.Logf("%s: restarts dp %d -> %d, xr %d -> %d, dra %d -> %d", step.name, from["dp-restarter"], x.restarts("dp-restarter"),
+			from["xr-restarter"], x.restarts("xr-restarter"), from["dra-restarter"], x.restarts("dra-restarter"))
 	}
 	if missing := w.take(); len(missing) > 0 {
 		t.Errorf("files the running pods need vanished during the steps:\n%s", strings.Join(missing, "\n"))
@@ -359,7 +363,7 @@ func testOperation(t *testing.T, e env) {
 	t.Run("helm uninstall leaves no file of the project on the nodes", func(t *testing.T) {
 		c := c.For(t)
 		x := tc{t, c}
-		x.deletePods("xr-restarter", "dra-restarter")
+		x.deletePods("dp-restarter", "xr-restarter", "dra-restarter")
 		c.MustKubectl("delete", "resourceclaimtemplate", "op-nvidia")
 		out, err := c.Helm("uninstall", "wsl-gpu-hook", "-n", ns, "--wait", "--timeout", "3m")
 		if err != nil {
