@@ -6,7 +6,7 @@
 // node-feature-discovery feature file. It is a separate binary so the hook,
 // which runs on every container start, never links gRPC.
 //
-//	wsl-gpu-device-plugin [--config FILE] [--plugin-dir DIR] [--interval D] [--feature-file FILE]
+//	wsl-gpu-device-plugin [--config FILE] [--plugin-dir DIR] [--interval D] [--feature-file FILE] [--hold-resources NAMES]
 //	                      [--metrics-listen ADDR [--metrics-interval D] [--web-config-file FILE]]
 //	                      [--node-root DIR [--hook-dir DIR] [--cdi-dir DIR] [--setup-only]]
 //
@@ -94,6 +94,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	daemonSet := fs.String("daemonset", "", "this pod's DaemonSet `NAME`, in the pod's namespace: at a stop, remove the node setup and labels only if it is gone (the chart's uninstall)")
 	uninstall := fs.String("uninstall-daemonset", "", "delete the DaemonSet `NAME` in the pod's namespace, wait for its pods to clean their nodes, and exit (the chart's pre-delete hook)")
 	uninstallTimeout := fs.Duration("uninstall-timeout", 2*time.Minute, "how long --uninstall-daemonset waits for the pods")
+	hold := fs.String("hold-resources", "", "comma-separated extended resource `NAMES` to register even with no device (the chart's with dra.enabled): the kubelet then keeps serving pods that hold them")
 	unlabel := fs.Bool("remove-node-labels", false, "remove the --node-labels labels from every node and exit (after --uninstall-daemonset: the chart's pre-delete hook)")
 	if err := cli.ParseFlags(fs, args, doc); err != nil {
 		return err
@@ -171,7 +172,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	return agent.Run(ctx, func(ctx context.Context, onInventory func(*driverstore.Inventory)) error {
 		return servePlugin(ctx, cfg, opt, health, onInventory, pluginFlags{pluginDir: *pluginDir, interval: *interval, features: *features,
-			metricsAddr: *metricsAddr, podResources: *podResources, namesDir: *namesDir, metricsInterval: *metricsInterval, webConfig: *webConfig}, log)
+			metricsAddr: *metricsAddr, podResources: *podResources, namesDir: *namesDir, metricsInterval: *metricsInterval, webConfig: *webConfig,
+			hold: holdResources(*hold)}, log)
 	})
 }
 
@@ -179,6 +181,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 type pluginFlags struct {
 	pluginDir, features, metricsAddr, podResources, namesDir, webConfig string
 	interval, metricsInterval                                           time.Duration
+	// hold are --hold-resources' names.
+	hold []string
 }
 
 // servePlugin runs the device plugin, and its metrics when asked, until
@@ -187,6 +191,7 @@ func servePlugin(ctx context.Context, cfg config.Config, opt deviceplugin.Option
 	onInventory func(*driverstore.Inventory), f pluginFlags, log *slog.Logger) error {
 	m := server.New(server.Config{
 		OnInventory: onInventory,
+		Hold:        f.hold,
 		PluginDir:   f.pluginDir,
 		Options:     opt,
 		Interval:    f.interval,
@@ -273,4 +278,15 @@ func orDefaults(p string) string {
 		return "(defaults)"
 	}
 	return p
+}
+
+// holdResources splits --hold-resources.
+func holdResources(s string) []string {
+	var out []string
+	for _, r := range strings.Split(s, ",") {
+		if r = strings.TrimSpace(r); r != "" && !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }

@@ -222,7 +222,7 @@ func staleFix(path, kind string, ours bool) string {
 	case ours:
 		return "sudo wsl-gpu-hook install cdi (regenerates " + path + " and the unit that refreshes it at boot)"
 	case strings.HasPrefix(kind, "nvidia.com/"):
-		return "sudo nvidia-ctk cdi generate --output=" + path + ", or use ours, which follows driver updates: sudo rm " + path + " && sudo wsl-gpu-hook install cdi"
+		return "sudo nvidia-ctk cdi generate --output=" + shellArg(path) + ", or use ours, which follows driver updates: sudo rm " + shellArg(path) + " && sudo wsl-gpu-hook install cdi"
 	}
 	return "regenerate " + path + " with the tool that wrote it, or remove it"
 }

@@ -33,7 +33,12 @@
 // nodes that run as containers on this host: kind, minikube and k3d
 // nodes, found through the docker and podman CLIs by their tools' labels
 // (an engine not installed or not running is skipped; podman's are the
-// calling user's containers). For each node, running or stopped:
+// calling user's containers). A label proves nothing by itself (an image
+// may carry any): a container is a node only when the labels were set on
+// the container (not among its image's labels), the cluster name is one
+// the tool makes, and the container's name is the one the tool gives that
+// node; any other container with a tool's label is reported and left
+// alone. For each node, running or stopped:
 //
 //   - /dev/dxg: privileged, passed as a device, or --gpus (the hook
 //     serves it);
@@ -56,7 +61,14 @@
 //
 // It changes nothing: no file is written, no container is started. [Run]
 // asks no daemon anything beyond `--version`; [RunNodes] asks the engines
-// to list and inspect containers and runs `ls` in running nodes. It
+// to list and inspect containers and images and runs `ls` in running
+// proven nodes (a constant script; the paths are its arguments, the
+// container's hex ID the only other word). What it prints is partly
+// others' words (engine errors, labels, file names): every field of a
+// [Result] is made printable (package printable: terminal escapes shown,
+// never sent), every name in a fix command has been checked against its
+// tool's name grammar, and paths in fix commands are shell-quoted when
+// they need it. It
 // reports what it sees at one moment; the hook re-checks everything on
 // every container start.
 package doctor

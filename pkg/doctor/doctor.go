@@ -53,8 +53,10 @@ func (r *Report) Failed() bool {
 	return false
 }
 
+// add records a check; every field is made printable (see shown), so
+// neither the text nor the JSON report carries a terminal escape.
 func (r *Report) add(check string, s Status, fix, format string, args ...any) {
-	r.Results = append(r.Results, Result{Check: check, Status: s, Detail: fmt.Sprintf(format, args...), Fix: fix})
+	r.Results = append(r.Results, Result{Check: shown(check), Status: s, Detail: shown(fmt.Sprintf(format, args...)), Fix: shown(fix)})
 }
 
 // WriteText prints one line per check: status, check, what was found and

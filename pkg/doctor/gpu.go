@@ -172,14 +172,14 @@ func checkDevice(o Options, r *Report) bool {
 	if err != nil {
 		fix := ""
 		if errors.Is(err, fs.ErrPermission) {
-			fix = "sudo chmod 0666 " + dev
+			fix = "sudo chmod 0666 " + shellArg(dev)
 		}
 		r.add("dxg", Fail, fix, "%s (character device %d:%d, mode %04o) does not open read-write as %s: %v", dev, major, minor, perm, who, err)
 		return false
 	}
 	f.Close()
 	if perm&0o006 != 0o006 {
-		r.add("dxg", Fail, "sudo chmod 0666 "+dev, "%s (character device %d:%d) is mode %04o: other users may not read and write it, so a container whose user is not host root (rootless engines, user namespaces, --user) cannot use the GPU; WSL makes it 0666", dev, major, minor, perm)
+		r.add("dxg", Fail, "sudo chmod 0666 "+shellArg(dev), "%s (character device %d:%d) is mode %04o: other users may not read and write it, so a container whose user is not host root (rootless engines, user namespaces, --user) cannot use the GPU; WSL makes it 0666", dev, major, minor, perm)
 		return true
 	}
 	r.add("dxg", OK, "", "%s: character device %d:%d, mode %04o, opens read-write as %s", dev, major, minor, perm, who)
@@ -201,7 +201,7 @@ func checkAdapter(o Options, r *Report, a driverstore.Adapter, facts *gpuFacts) 
 			case errors.Is(fe.Err, driverstore.ErrBadPath):
 				fix = fixUpdateDriver
 			case errors.Is(fe.Err, driverstore.ErrUnreadable):
-				fix = "sudo chmod a+rx " + filepath.Join(o.DriversDir, fe.Folder)
+				fix = "sudo chmod a+rx " + shellArg(filepath.Join(o.DriversDir, fe.Folder))
 			case errors.Is(fe.Err, driverstore.ErrSymlink), errors.Is(fe.Err, driverstore.ErrNotDir):
 				fix = ""
 			case errors.Is(fe.Err, fs.ErrNotExist), errors.Is(fe.Err, driverstore.ErrAmbiguous):
@@ -247,7 +247,7 @@ func checkLibDir(o Options, r *Report, facts gpuFacts) {
 		r.add("lib dir", Fail, "", "%s is not a directory: point lib_dir in the config at WSL's GPU library mount", dir)
 		return
 	case fi.Mode().Perm()&0o005 != 0o005:
-		r.add("lib dir", Fail, "sudo chmod a+rx "+dir, "%s is mode %04o: a container whose user is not host root could not load the GPU libraries from it", dir, fi.Mode().Perm())
+		r.add("lib dir", Fail, "sudo chmod a+rx "+shellArg(dir), "%s is mode %04o: a container whose user is not host root could not load the GPU libraries from it", dir, fi.Mode().Perm())
 		return
 	}
 	var missing, nvMissing []string

@@ -29,7 +29,7 @@ func checkLog(o Options, r *Report) {
 	case errors.Is(err, fs.ErrNotExist):
 		dir := filepath.Dir(p)
 		if !isDir(dir) {
-			r.add("log", Fail, "sudo mkdir -p "+dir, "%s does not exist and its directory %s cannot take it: the hook cannot log", p, dir)
+			r.add("log", Fail, "sudo mkdir -p "+shellArg(dir), "%s does not exist and its directory %s cannot take it: the hook cannot log", p, dir)
 			return
 		}
 		r.add("log", OK, "", "%s does not exist yet: the hook creates it on its first run", p)
@@ -38,7 +38,7 @@ func checkLog(o Options, r *Report) {
 		r.add("log", Fail, "", "stat %s: %v", p, err)
 		return
 	case fi.Mode()&fs.ModeSymlink != 0:
-		r.add("log", Fail, "sudo rm "+p, "%s is a symlink: the hook does not write its log through a link (it runs as root)", p)
+		r.add("log", Fail, "sudo rm "+shellArg(p), "%s is a symlink: the hook does not write its log through a link (it runs as root)", p)
 		return
 	case !fi.Mode().IsRegular():
 		r.add("log", Fail, "", "%s is not a regular file: point log_file in the config at a file", p)
@@ -54,10 +54,10 @@ func checkLog(o Options, r *Report) {
 		}
 		f.Close()
 	} else if fi.Mode().Perm()&0o022 != 0 {
-		r.add("log", Fail, "sudo chmod go-w "+p, "%s is writable by group or others (mode %04o): the hook does not write it", p, fi.Mode().Perm())
+		r.add("log", Fail, "sudo chmod go-w "+shellArg(p), "%s is writable by group or others (mode %04o): the hook does not write it", p, fi.Mode().Perm())
 		return
 	} else if fi.Mode().Perm()&0o200 == 0 {
-		r.add("log", Fail, "sudo chmod u+w "+p, "%s is not writable by its owner: the hook cannot log", p)
+		r.add("log", Fail, "sudo chmod u+w "+shellArg(p), "%s is not writable by its owner: the hook cannot log", p)
 		return
 	}
 	n, last := recentErrors(p, o.Now())

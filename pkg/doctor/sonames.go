@@ -23,7 +23,7 @@ func checkFirstStart(o Options, r *Report) {
 		return
 	}
 	if _, err := os.Stat(o.SonameCache); errors.Is(err, fs.ErrNotExist) {
-		r.add(check, Warn, fmt.Sprintf("sudo mkdir -m 0755 %s (the .deb makes it)", o.SonameCache),
+		r.add(check, Warn, fmt.Sprintf("sudo mkdir -m 0755 %s (the .deb makes it)", shellArg(o.SonameCache)),
 			"%s does not exist: the first container start after each boot reads every library of %s, as the hook never makes it", o.SonameCache, o.LibDir)
 		return
 	}

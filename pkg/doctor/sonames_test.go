@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -37,12 +38,21 @@ func TestFirstStart(t *testing.T) {
 	kept, _ := os.ReadFile(path)
 	want(t, h.run(), "first start", OK, "knows all 18 libraries of "+h.opt.LibDir+" as they are", "")
 
-	f, err := os.OpenFile(filepath.Join(h.opt.LibDir, "libcuda.so.1.1"), os.O_APPEND|os.O_WRONLY, 0)
+	// A driver update changes a library in place. The fixture's libraries
+	// are mode 0555, as WSL's are: made writable for the change (root
+	// writes them anyway; any other user could not), then as they were.
+	lib := filepath.Join(h.opt.LibDir, "libcuda.so.1.1")
+	if err := os.Chmod(lib, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(lib, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.WriteString("an update")
-	f.Close()
+	_, err = f.WriteString("an update")
+	if err := errors.Join(err, f.Close(), os.Chmod(lib, 0o555)); err != nil {
+		t.Fatal(err)
+	}
 	want(t, h.run(), "first start", OK, "knows 17 of the 18 libraries of "+h.opt.LibDir+" as they are: the first container start after a boot reads the other 1", "")
 	// A library new to the file.
 	if err := os.WriteFile(filepath.Join(h.opt.LibDir, "libnew.so.1"), []byte("new"), 0o644); err != nil {

@@ -81,14 +81,26 @@ func (e env) pristine(t *testing.T) {
 }
 
 // restore puts back what a suite may have changed, also when it failed
-// half-way: the release uninstalled, default's objects deleted, the
-// laptop's driver folder and fault files as at the start.
+// half-way: default's objects deleted, the release uninstalled, the
+// laptop's driver folder and fault files as at the start. The objects go
+// first: a pod with a prepared claim finishes terminating only once the
+// kubelet has had the DRA driver unprepare it, so with the release gone
+// first the pod and its claim would stay, Terminating, into the next
+// suite. What it cannot remove fails the suite that left it.
 func (e env) restore(t *testing.T) {
 	c := e.c.For(t)
-	if out, _ := c.Helm("list", "-A", "-q"); strings.Contains(out, "wsl-gpu-hook") {
-		c.Helm("uninstall", "wsl-gpu-hook", "-n", ns, "--wait", "--timeout", "3m")
+	const objects = "pods,resourceclaims,resourceclaimtemplates,deployments"
+	if out, err := c.Kubectl("delete", objects, "--all", "--wait=true", "--timeout=2m"); err != nil {
+		t.Errorf("cleanup: kubectl delete %s --all: %v\n%s", objects, err, out)
 	}
-	c.Kubectl("delete", "pods,resourceclaims,resourceclaimtemplates,deployments", "--all", "--wait=true", "--timeout=2m")
+	if out, _ := c.Helm("list", "-A", "-q"); strings.Contains(out, "wsl-gpu-hook") {
+		if out, err := c.Helm("uninstall", "wsl-gpu-hook", "-n", ns, "--wait", "--timeout", "3m"); err != nil {
+			t.Errorf("cleanup: helm uninstall: %v\n%s", err, out)
+		}
+	}
+	if out, _ := c.Kubectl("get", objects, "-o", "name"); out != "" {
+		t.Errorf("cleanup: objects left in default for the next suite:\n%s", out)
+	}
 	drivers := filepath.Join(c.Node("laptop").HostTree, "usr/lib/wsl/drivers")
 	for _, moved := range []string{updated, nvidiaFolder + ".gone"} {
 		if _, err := os.Stat(filepath.Join(drivers, moved)); err == nil {

@@ -3,6 +3,7 @@ package k8s
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -99,10 +100,13 @@ type nodeWatch struct {
 	missing []string
 	stop    chan struct{}
 	done    chan struct{}
+	once    sync.Once
 }
 
-func watchFiles(n *cluster.Node, files []string) *nodeWatch {
+// A test that fails before take stops the watch at its cleanup.
+func watchFiles(t *testing.T, n *cluster.Node, files []string) *nodeWatch {
 	w := &nodeWatch{stop: make(chan struct{}), done: make(chan struct{})}
+	t.Cleanup(func() { w.take() })
 	go func() {
 		defer close(w.done)
 		for {
@@ -123,20 +127,22 @@ func watchFiles(n *cluster.Node, files []string) *nodeWatch {
 	return w
 }
 
-// take stops the watch and returns what it saw missing.
+// take stops the watch and returns what it saw missing; again, it
+// returns the same.
 func (w *nodeWatch) take() []string {
-	close(w.stop)
+	w.once.Do(func() { close(w.stop) })
 	<-w.done
 	return w.missing
 }
 
-// testOperation runs what operators do to a running installation while a
-// device-plugin pod and a DRA pod restart their containers every few
-// seconds on the laptop: a helm upgrade with a changed value, the node pod
-// deleted, a rollout restart, the plugin's and the driver's containers
-// killed as the OOM killer kills (SIGKILL: no signal handler runs). Both
-// pods must keep restarting and nothing they need may vanish from the node
-// at any moment; helm uninstall then leaves no file of the project. It
+// testOperation runs what operators do to a running installation while
+// pods asking nvidia.com/gpu: 1 (one given it by the device plugin before
+// the switch to DRA, one by the driver after) and a pod with a claim
+// restart their containers every few seconds on the laptop: a helm
+// upgrade with a changed value, the node pod deleted, a rollout restart,
+// the plugin's and the driver's containers killed as the OOM killer kills
+// (SIGKILL: no signal handler runs). The pods must keep restarting and
+// nothing they need may vanish from the node at any moment; helm uninstall then leaves no file of the project. It
 // also holds the admission policies: the plugin's own token, as root on
 // the node could read it, is refused another node, a foreign label, a
 // taint and another node's ResourceSlice.
@@ -195,27 +201,53 @@ func testOperation(t *testing.T, e env) {
 	// /run, not /var/run: the node's /var/run is a link to /run, which
 	// through /proc/PID/root would resolve to the host's.
 	static := []string{"/var/lib/wsl-gpu-hook/wsl-gpu-hook", "/run/cdi/nvidia.com-gpu_wsl-gpu-hook.json", "/run/cdi/wsl-gpu-hook.dev-gpu.json"}
-	w := watchFiles(laptop, static)
+	w := watchFiles(t, laptop, static)
 
 	// A changed value: the DaemonSet rolls its pods, now with the DRA
 	// driver (and the device plugin advertising nothing): the running
-	// device-plugin pod keeps what it was given.
+	// device-plugin pod keeps what it was given, beyond the kubelet's 5
+	// minutes. The kubelet forgets a resource's endpoint 5 minutes after
+	// its last plugin went (endpointStopGracePeriod) and then refuses
+	// every container start of a pod holding it ("endpoint not found in
+	// cache for a registered resource: nvidia.com/gpu"), also of pods the
+	// DRA driver serves under that name: so the plugin keeps its names
+	// registered with no device (--hold-resources). What shows it at once,
+	// not 5 minutes later: the node's capacity of nvidia.com/gpu is 0 (a
+	// live endpoint listing no device), not 1 (a gone plugin's devices,
+	// counted unhealthy until the kubelet forgets them). A pod asking
+	// nvidia.com/gpu: 1 now is served by the driver (the DeviceClass's
+	// extended resource); all three pods restart through every step below.
 	if out, err := c.Helm("upgrade", "wsl-gpu-hook", chart, "-n", ns, "--reuse-values", "--set", "dra.enabled=true", "--wait", "--timeout", "3m"); err != nil {
 		t.Fatalf("helm upgrade to DRA: %v\n%s", err, out)
 	}
 	x.waitDevices("laptop", nvDevice, igDevice)
+	x.wait(time.Minute, "the laptop's nvidia.com/gpu capacity 0: the plugin's endpoint registered with no device", func() bool {
+		out, _ := c.Kubectl("get", "node", "laptop", "-o", `jsonpath={.status.capacity.nvidia\.com/gpu}`)
+		return out == "0"
+	})
 	x.keepsRestarting("helm upgrade --set dra.enabled=true", map[string]int{"dp-restarter": x.restarts("dp-restarter")})
+	c.Apply(restarter("xr-restarter", "limits"))
+	x.keepsRestarting("nvidia.com/gpu pod started with DRA on", map[string]int{"xr-restarter": 0})
+	if claim := x.field("xr-restarter", "{.status.extendedResourceClaimStatus.resourceClaimName}"); claim == "" {
+		t.Fatalf("xr-restarter has no extendedResourceClaimStatus: its nvidia.com/gpu did not come from the DRA driver")
+	}
 	c.Apply(claimTemplate("op-nvidia", "gpu.wsl-gpu-hook.dev", nvSel, 1))
 	c.Apply(restarter("dra-restarter", "claim: op-nvidia"))
 	x.keepsRestarting("DRA pod started", map[string]int{"dra-restarter": 0})
-	claimSpec := "/run/cdi/" + claimSpecs(laptop)
-	if claimSpec == "/run/cdi/" || strings.Contains(claimSpec, "\n") {
-		t.Fatalf("the DRA pod's claim spec on the laptop: %q", claimSpec)
+	// One claim spec per pod: the claim's, and the one the scheduler
+	// made for xr-restarter's nvidia.com/gpu.
+	specs := strings.Fields(claimSpecs(laptop))
+	if len(specs) != 2 {
+		t.Fatalf("the claim specs on the laptop: %q, want the two pods' claims", specs)
 	}
 	if missing := w.take(); len(missing) > 0 {
 		t.Errorf("files the running pods need vanished during the upgrade:\n%s", strings.Join(missing, "\n"))
 	}
-	w = watchFiles(laptop, append(static, claimSpec))
+	watched := slices.Clone(static)
+	for _, f := range specs {
+		watched = append(watched, "/run/cdi/"+f)
+	}
+	w = watchFiles(t, laptop, watched)
 
 	pluginPodReady := func(old string) func() bool {
 		return func() bool {
@@ -276,12 +308,13 @@ func testOperation(t *testing.T, e env) {
 		{"plugin container killed (SIGKILL, as the OOM killer)", func() error { return kill("plugin") }},
 		{"DRA driver container killed (SIGKILL, as the OOM killer)", func() error { return kill("dra-driver") }},
 	} {
-		from := map[string]int{"dp-restarter": x.restarts("dp-restarter"), "dra-restarter": x.restarts("dra-restarter")}
+		from := map[string]int{"dp-restarter": x.restarts("dp-restarter"), "xr-restarter": x.restarts("xr-restarter"), "dra-restarter": x.restarts("dra-restarter")}
 		if err := step.do(); err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
 		x.keepsRestarting(step.name, from)
-		t.Logf("%s: restarts dp %d -> %d, dra %d -> %d", step.name, from["dp-restarter"], x.restarts("dp-restarter"), from["dra-restarter"], x.restarts("dra-restarter"))
+		t.Logf("%s: restarts dp %d -> %d, xr %d -> %d, dra %d -> %d", step.name, from["dp-restarter"], x.restarts("dp-restarter"),
+			from["xr-restarter"], x.restarts("xr-restarter"), from["dra-restarter"], x.restarts("dra-restarter"))
 	}
 	if missing := w.take(); len(missing) > 0 {
 		t.Errorf("files the running pods need vanished during the steps:\n%s", strings.Join(missing, "\n"))
@@ -330,7 +363,7 @@ func testOperation(t *testing.T, e env) {
 	t.Run("helm uninstall leaves no file of the project on the nodes", func(t *testing.T) {
 		c := c.For(t)
 		x := tc{t, c}
-		x.deletePods("dp-restarter", "dra-restarter")
+		x.deletePods("dp-restarter", "xr-restarter", "dra-restarter")
 		c.MustKubectl("delete", "resourceclaimtemplate", "op-nvidia")
 		out, err := c.Helm("uninstall", "wsl-gpu-hook", "-n", ns, "--wait", "--timeout", "3m")
 		if err != nil {

@@ -10,4 +10,9 @@
 // restart wipes the plugin sockets too). A host without /dev/dxg is not an
 // error: the plan is empty, the reason is logged once per change, and the
 // manager keeps looking, so the DaemonSet's pod never crash-loops.
+//
+// Held resources (Config.Hold: the chart's names with dra.enabled) are
+// registered with no device whatever the plan says, so the kubelet keeps
+// their endpoints: it forgets a resource 5 minutes after its last plugin
+// went, then refuses to start the containers of pods that hold it.
 package server

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,6 +37,18 @@ type Config struct {
 	// OnInventory, if set, gets every listing (nil when the adapters
 	// cannot be listed), outside the manager's lock: the node labeler.
 	OnInventory func(*driverstore.Inventory)
+	// Hold are resources registered even when the plan has no device for
+	// them (the chart's names with dra.enabled, where the plugin
+	// advertises nothing). The kubelet keeps the endpoint of a resource
+	// whose last plugin went away for 5 minutes only; after that it
+	// refuses every container start of a pod that holds the resource from
+	// before (the device plugin's, before a switch to DRA) and, while its
+	// allocations of the resource are remembered, of pods the DRA driver
+	// serves under the same name (a DeviceClass's extendedResourceName):
+	// "endpoint not found in cache for a registered resource". Registered
+	// with no device, the resource's allocatable is 0, which is what sends
+	// the scheduler to DRA for it.
+	Hold []string
 }
 
 // Manager keeps the kubelet's view of the GPUs current.
@@ -158,7 +171,13 @@ func (m *Manager) refresh(ctx context.Context) {
 	for _, c := range prev.Changes(plan) {
 		m.log.Info(c)
 	}
-	for _, res := range plan.Resources() {
+	resources := plan.Resources()
+	for _, res := range m.cfg.Hold {
+		if !slices.Contains(resources, res) {
+			resources = append(resources, res)
+		}
+	}
+	for _, res := range resources {
 		s, ok := m.servers[res]
 		if !ok {
 			s = newResourceServer(m, res)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -287,4 +288,40 @@ func TestKubeletLate(t *testing.T) {
 	waitFor(t, "a failed registration logged", func() bool { return strings.Contains(logs.String(), "not registered yet") })
 	k := startKubelet(t, dir, nil)
 	waitFor(t, "registered", func() bool { return k.registrations("nvidia.com/gpu") == 1 })
+}
+
+// TestHoldWithNoDevice: with every vendor's resource turned off (the
+// chart's dra.enabled), a held resource is still registered, with no
+// device, and again after a kubelet restart: the kubelet keeps its
+// endpoint for the pods that hold it or that DRA serves under its name.
+func TestHoldWithNoDevice(t *testing.T) {
+	dir := shortDir(t)
+	k := startKubelet(t, dir, nil)
+	opt := deviceplugin.Options{Resources: map[driverstore.Vendor]string{}, Replicas: 1, CDI: true}
+	m := New(Config{PluginDir: dir, Options: opt, Interval: 50 * time.Millisecond, List: (&fakeHost{}).list,
+		Hold: []string{"nvidia.com/gpu", "amd.com/gpu"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	listed := func(resource string) bool {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		devs, ok := k.latest[resource]
+		return ok && len(devs) == 0
+	}
+	waitFor(t, "both held resources registered with no device", func() bool {
+		return k.registrations("nvidia.com/gpu") == 1 && k.registrations("amd.com/gpu") == 1 && listed("nvidia.com/gpu") && listed("amd.com/gpu")
+	})
+	time.Sleep(200 * time.Millisecond)
+	if n := k.registrations("gpu.intel.com/dxg"); n != 0 {
+		t.Errorf("a resource neither planned nor held registered %d times", n)
+	}
+	k.restart(t)
+	waitFor(t, "registered again after the kubelet restart", func() bool { return k.registrations("nvidia.com/gpu") == 2 })
 }
