@@ -31,17 +31,17 @@ import (
 type desktopSim struct {
 	m       *matrix
 	profile string
-	host    string   // the simulated host tree, a private copy
-	folders string   // dxgsim --folder-file: a driver update while running
-	layer   string   // Docker Desktop's layer over the Debian 13 root
-	data    string   // the data disk, /var/lib/docker inside
-	sockDir string   // the socket's dir, shown at /run/desktop inside
-	user    []string // the user's environment: PATH first
-	config  string   // the user's DOCKER_CONFIG
-	noGPU   bool     // WSL gives the VM no GPU: no /dev/dxg, no /usr/lib/wsl
-	extra   []string // more dockerd flags (Settings > Docker Engine)
-	d       *daemon
-	starts  int
+	host    string // the simulated host tree, a private copy
+	folders string // dxgsim --folder-file: a driver update while running
+	layer   string // Docker Desktop's layer over the Debian 13 root
+	data    string // the data disk, /var/lib/docker inside
+	sockDir string // the socket's dir, shown at /run/desktop inside
+	engineUser
+	config string   // the user's DOCKER_CONFIG
+	noGPU  bool     // WSL gives the VM no GPU: no /dev/dxg, no /usr/lib/wsl
+	extra  []string // more dockerd flags (Settings > Docker Engine)
+	d      *daemon
+	starts int
 }
 
 // newDesktop lays out a simulated Docker Desktop on a host of profile;
@@ -82,7 +82,7 @@ func newDesktop(t *testing.T, m *matrix, profile string, userBin string) *deskto
 	os.Chmod(config, 0o777)
 	s.config = config
 	os.Chmod(dir, 0o755)
-	s.user = []string{"PATH=" + userBin + ":/usr/bin:/bin", "DOCKER_HOST=unix://" + filepath.Join(s.sockDir, "docker.sock"),
+	s.engineUser = engineUser{"PATH=" + userBin + ":/usr/bin:/bin", "DOCKER_HOST=unix://" + filepath.Join(s.sockDir, "docker.sock"),
 		"DOCKER_CONFIG=" + config, "HOME=" + config}
 	return s
 }
@@ -151,22 +151,27 @@ func (s *desktopSim) restart(t *testing.T) {
 	s.start(t)
 }
 
-// docker runs the user's docker CLI, as nobody, with the socket only.
-func (s *desktopSim) docker(t *testing.T, args ...string) (string, error) {
+// engineUser is the user of a simulated desktop engine: an environment
+// (PATH first) with the CLIs and the engine's socket, and nothing else of
+// the machine. Its commands run as nobody.
+type engineUser []string
+
+// docker runs the user's docker CLI.
+func (u engineUser) docker(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	return s.as(t, "", "docker", args...)
+	return u.as(t, "", "docker", args...)
 }
 
-// as runs a command of the user's (docker, wsl-gpu-ctl) as nobody, with
-// stdin from the file named, if any.
-func (s *desktopSim) as(t *testing.T, stdin string, name string, args ...string) (string, error) {
+// as runs a command of the user's (docker, wsl-gpu-ctl), with stdin from
+// the file named, if any.
+func (u engineUser) as(t *testing.T, stdin string, name string, args ...string) (string, error) {
 	t.Helper()
-	path, err := lookIn(strings.TrimPrefix(s.user[0], "PATH="), name)
+	path, err := lookIn(strings.TrimPrefix(u[0], "PATH="), name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(path, args...)
-	cmd.Env = s.user
+	cmd.Env = u
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	return runBoundedIn(cmd, stdin)
 }

@@ -51,9 +51,9 @@ type rancherSim struct {
 	share   string // shown at the same path inside: image archives
 	sockDir string // moby's socket, at /run/rd-sock inside
 	engine  string // containerd or moby
-	user    []string
-	d       *daemon
-	starts  int
+	engineUser
+	d      *daemon
+	starts int
 	// top is the test that made the sim: the distro's scratch dirs are
 	// removed when it ends, not when the subtest that restarted it does
 	// (the running distro still uses them).
@@ -116,7 +116,7 @@ func newRancher(t *testing.T, m *matrix, userBin string) *rancherSim {
 		t.Fatal(err)
 	}
 	os.Chmod(config, 0o777)
-	s.user = []string{"PATH=" + userBin + ":/usr/bin:/bin", "DOCKER_HOST=unix://" + filepath.Join(s.sockDir, "docker.sock"),
+	s.engineUser = engineUser{"PATH=" + userBin + ":/usr/bin:/bin", "DOCKER_HOST=unix://" + filepath.Join(s.sockDir, "docker.sock"),
 		"DOCKER_CONFIG=" + config, "HOME=" + config}
 	return s
 }
@@ -218,32 +218,6 @@ func (s *rancherSim) ctr(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	ctr := filepath.Join(s.m.engine(t, "containerd"), "ctr")
 	return s.d.exec(t, "", append([]string{ctr, "--address", "/run/k3s/containerd/containerd.sock", "--namespace", "default"}, args...)...)
-}
-
-// docker runs the user's docker CLI, as nobody, with the socket only.
-func (s *rancherSim) docker(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	return s.as(t, "", "docker", args...)
-}
-
-func (s *rancherSim) as(t *testing.T, stdin string, name string, args ...string) (string, error) {
-	t.Helper()
-	path, err := lookIn(strings.TrimPrefix(s.user[0], "PATH="), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(path, args...)
-	cmd.Env = s.user
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	if stdin != "" {
-		f, err := os.Open(stdin)
-		if err != nil {
-			return "", err
-		}
-		defer f.Close()
-		cmd.Stdin = f
-	}
-	return runBounded(cmd)
 }
 
 // gpu runs the GPU check in a container of the running engine with the
