@@ -294,29 +294,14 @@ func TestNodes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &fakeEngines{engines: tt.engines}
-			rep := RunNodes(Options{Engine: f.run})
-			var buf bytes.Buffer
-			if err := rep.WriteText(&buf); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("wsl-gpu-ctl doctor --k8s:\n%s", buf.String())
-			for _, w := range tt.want {
-				want(t, rep, w.check, w.status, w.detail, w.fix)
-			}
-			for _, c := range tt.absent {
-				for _, r := range rep.Results {
-					if r.Check == c {
-						t.Errorf("reported %q: %+v", c, r)
-					}
-				}
-			}
+			rep, text := checkNodes(t, f, tt.want, tt.absent, func(s string) string { return s })
 			if rep.Failed() != tt.failed {
 				t.Errorf("Failed() = %v, want %v", rep.Failed(), tt.failed)
 			}
 			if strings.Join(f.execs, ",") != strings.Join(tt.execs, ",") {
 				t.Errorf("execs %q, want %q", f.execs, tt.execs)
 			}
-			checkPrintable(t, rep, buf.String())
+			checkPrintable(t, rep, text)
 		})
 	}
 }
@@ -447,22 +432,7 @@ func TestNodesHostile(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &fakeEngines{engines: tt.engines}
-			rep := RunNodes(Options{Engine: f.run})
-			var buf bytes.Buffer
-			if err := rep.WriteText(&buf); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("wsl-gpu-ctl doctor --k8s:\n%s", buf.String())
-			for _, w := range tt.want {
-				want(t, rep, w.check, w.status, printable.String(w.detail, 1<<20), w.fix)
-			}
-			for _, c := range tt.absent {
-				for _, r := range rep.Results {
-					if r.Check == c {
-						t.Errorf("reported %q: %+v", c, r)
-					}
-				}
-			}
+			rep, text := checkNodes(t, f, tt.want, tt.absent, func(s string) string { return printable.String(s, 1<<20) })
 			if strings.Join(f.execs, ",") != strings.Join(tt.execs, ",") {
 				t.Errorf("execs %q, want %q", f.execs, tt.execs)
 			}
@@ -471,7 +441,31 @@ func TestNodesHostile(t *testing.T) {
 					t.Errorf("%s: a fix line carries the label's command: %q", r.Check, r.Fix)
 				}
 			}
-			checkPrintable(t, rep, buf.String())
+			checkPrintable(t, rep, text)
 		})
 	}
+}
+
+// checkNodes runs RunNodes against f, logs the report as doctor prints it,
+// and checks it has each of want (detail passed through detail first) and
+// none of absent. It returns the report and its text.
+func checkNodes(t *testing.T, f *fakeEngines, wants []expect, absent []string, detail func(string) string) (*Report, string) {
+	t.Helper()
+	rep := RunNodes(Options{Engine: f.run})
+	var buf bytes.Buffer
+	if err := rep.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wsl-gpu-ctl doctor --k8s:\n%s", buf.String())
+	for _, w := range wants {
+		want(t, rep, w.check, w.status, detail(w.detail), w.fix)
+	}
+	for _, c := range absent {
+		for _, r := range rep.Results {
+			if r.Check == c {
+				t.Errorf("reported %q: %+v", c, r)
+			}
+		}
+	}
+	return rep, buf.String()
 }
