@@ -132,7 +132,7 @@ k8s:
 ## builds all four binaries for arm64, so every command compiles for it too; -trimpath
 ## as there, so both compile the arm64 standard library and shared packages once.
 QEMU_ARM64 ?= qemu-aarch64-static
-ARM64_PKGS = $(shell $(GO) list -deps ./cmd/wsl-gpu-hook | sed -n 's|^github.com/wsl-gpu-hook/wsl-gpu-hook/|./|p') ./pkg/cdispec ./pkg/gpustats
+ARM64_PKGS = $(shell $(GO) list -deps ./cmd/wsl-gpu-hook | sed -n 's|^github.com/wsl-gpu-hook/wsl-gpu-hook/|./|p') ./pkg/setup/cdispec ./pkg/usage/gpustats
 test-arm64:
 	@command -v $(QEMU_ARM64) >/dev/null || { echo "test-arm64: $(QEMU_ARM64) is not installed: apt-get install qemu-user-static" >&2; exit 1; }
 	CGO_ENABLED=0 GOARCH=arm64 WSL_GPU_HOOK_TEST_EMULATOR=$(QEMU_ARM64) WSL_GPU_HOOK_PRIVILEGED= $(GO) test -trimpath -count=1 -short -exec $(QEMU_ARM64) ./test/emulated $(ARM64_PKGS)

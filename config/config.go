@@ -14,12 +14,12 @@ import (
 	"io/fs"
 	"strings"
 
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/smallfile"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/smallfile"
 
 	"github.com/pelletier/go-toml/v2"
 
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendors"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/vendors"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/wsl"
 )
 
 // DefaultPath is where the hook looks when no --config is given.

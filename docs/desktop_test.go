@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/desktop"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/setup/desktop"
 )
 
 // TestDockerDesktopDocs holds the docker lines docs/desktop.md gives users

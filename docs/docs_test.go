@@ -353,9 +353,74 @@ func TestArchitectureNamesEveryPackage(t *testing.T) {
 			t.Errorf("ARCHITECTURE.md does not name %s: say which layer it is in and what it does", p)
 		}
 	}
+	groups := folders(t)
 	for p := range named {
-		if !have[p] {
+		if _, folder := groups[p]; !have[p] && !folder {
 			t.Errorf("ARCHITECTURE.md names %s, which is not a package", p)
+		}
+	}
+}
+
+// folders reads ARCHITECTURE.md's folder table: each folder ("pkg/start")
+// and the packages it lists. Its keys are the folders, without the slash.
+func folders(t *testing.T) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	row := regexp.MustCompile("^\\| `(pkg/[a-z]+)/` \\| [^|]+ \\| ([a-z, ]+) \\|$")
+	for _, line := range strings.Split(read(t, "ARCHITECTURE.md"), "\n") {
+		if m := row.FindStringSubmatch(line); m != nil {
+			out[m[1]] = strings.Split(m[2], ", ")
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("ARCHITECTURE.md has no folder table: update folders()")
+	}
+	return out
+}
+
+// The folders are the map ARCHITECTURE.md draws: every package sits in the
+// folder the table gives it (its subpackages with it), and a folder holds
+// packages only, so a newcomer's first look at pkg/ shows the parts.
+func TestFoldersAreTheMap(t *testing.T) {
+	want := map[string]string{} // package -> folder
+	for folder, pkgs := range folders(t) {
+		for _, p := range pkgs {
+			if other, ok := want[p]; ok {
+				t.Errorf("ARCHITECTURE.md puts %s in both %s and %s", p, other, folder)
+			}
+			want[p] = folder
+		}
+	}
+	seen, checked := map[string]bool{}, map[string]bool{}
+	err := filepath.WalkDir(filepath.Join(root, "pkg"), func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || !strings.HasSuffix(path, ".go") {
+			return err
+		}
+		rel, err := filepath.Rel(filepath.Join(root, "pkg"), filepath.Dir(path))
+		parts := strings.Split(filepath.ToSlash(rel), "/")
+		if len(parts) < 2 {
+			t.Errorf("%s sits in pkg/%s, which is a folder of packages: move it into a package of its own", filepath.Base(path), rel)
+			return err
+		}
+		folder, pkg := "pkg/"+parts[0], parts[1]
+		if checked[folder+"/"+pkg] {
+			return err
+		}
+		checked[folder+"/"+pkg], seen[pkg] = true, true
+		switch got, ok := want[pkg]; {
+		case !ok:
+			t.Errorf("%s/%s is not in ARCHITECTURE.md's folder table: add it to the row of the part it serves", folder, pkg)
+		case got != folder:
+			t.Errorf("%s/%s sits in %s, and ARCHITECTURE.md says %s: move it, or the table", folder, pkg, folder, got)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, folder := range want {
+		if !seen[p] {
+			t.Errorf("ARCHITECTURE.md lists %s in %s, where there is no such package", p, folder)
 		}
 	}
 }

@@ -11,14 +11,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendors"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/vendors"
 )
 
 // module is the import path prefix of the project's packages.
 const module = "github.com/wsl-gpu-hook/wsl-gpu-hook/"
 
 // layers reads ARCHITECTURE.md's layer tables: each package it lists
-// ("pkg/edits") under the bold heading of its layer ("Decisions").
+// ("pkg/start/edits") under the bold heading of its layer ("Decisions").
 func layers(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -96,8 +96,8 @@ func TestDecisionsDoNoIO(t *testing.T) {
 // node, a probed host, a mount step): a decision may name their types, and calls none of
 // their I/O (the reviewers' part; the test cannot tell the two apart).
 var typesOnly = map[string]bool{
-	"pkg/dxcore": true, "pkg/driverstore": true, "pkg/devnode": true, "pkg/ldcache": true,
-	"pkg/probed": true, "pkg/oci": true, "pkg/mounts": true,
+	"pkg/host/dxcore": true, "pkg/host/driverstore": true, "pkg/host/devnode": true, "pkg/start/ldcache": true,
+	"pkg/host/probed": true, "pkg/start/oci": true, "pkg/start/mounts": true,
 }
 
 // No package but vendors spells a vendor id: a second table is how AMD's
@@ -110,7 +110,7 @@ func TestNoVendorIDOutsideTheTable(t *testing.T) {
 	for _, id := range vendors.IDs() {
 		ids[uint64(id.ID)] = true
 	}
-	table := filepath.Join(root, "pkg", "vendors") + string(filepath.Separator)
+	table := filepath.Join(root, "pkg", "shared", "vendors") + string(filepath.Separator)
 	goTokens(t, []string{"pkg", "cmd", "config"}, scanner.ScanComments, func(pos token.Position, tok token.Token, lit string) {
 		if strings.HasPrefix(pos.Filename, table) || strings.Contains(pos.Filename, string(filepath.Separator)+"testdata"+string(filepath.Separator)) {
 			return
@@ -128,7 +128,7 @@ func TestNoVendorIDOutsideTheTable(t *testing.T) {
 		}
 		for _, w := range words {
 			if v, err := strconv.ParseUint(w, 0, 64); err == nil && ids[v] {
-				t.Errorf("%s: %s: a vendor id outside package vendors: add what it decides to the vendor table (pkg/vendors) and ask it there", pos, w)
+				t.Errorf("%s: %s: a vendor id outside package vendors: add what it decides to the vendor table (pkg/shared/vendors) and ask it there", pos, w)
 			}
 		}
 	})

@@ -14,16 +14,16 @@ import (
 	cdi "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/atomicfile"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/capability"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiinstall"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/nodesetup"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/stackprobe"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/vendorstack"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/devnode"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/gpuhost"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/stackprobe"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/kube/nodesetup"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/setup/cdiinstall"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/setup/cdispec"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/atomicfile"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/cli"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/start/capability"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/start/vendorstack"
 )
 
 func cdiGenerateCommand() command {

@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/cli"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/wsl"
 )
 
 // command is one of wsl-gpu-ctl's commands: what its help says, its flags

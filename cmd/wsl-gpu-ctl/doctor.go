@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/doctor"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/setup/doctor"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/cli"
 )
 
 func doctorCommand() command {

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/cli"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/wsl"
 )
 
 // runMain is main without the exit: the status, stdout and stderr.

@@ -10,10 +10,10 @@ import (
 	"text/tabwriter"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/adapterid"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/adapterid"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/usage/gpustats"
 )
 
 // memoryColumn is the adapter's own memory, or the shared memory an

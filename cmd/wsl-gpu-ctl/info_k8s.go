@@ -7,11 +7,11 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/gpuhost"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/usage/gpustats"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/deviceplugin"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/kube/deviceplugin"
 )
 
 // k8sDevice is one row of `info --k8s --json`; field names are a stable interface.

@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiinstall"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/desktop"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/install"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/setup/cdiinstall"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/setup/cdispec"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/setup/desktop"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/setup/install"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/cli"
 )
 
 // engines are what install and uninstall take, with what each changes.
@@ -163,7 +163,7 @@ func specConfigPath(cfg config.Config) string {
 }
 
 // cdiPlan plans the CDI specs for this host and the unit that refreshes
-// them, both from the same options (pkg/cdiinstall). A vendor kind another
+// them, both from the same options (pkg/setup/cdiinstall). A vendor kind another
 // producer defines stops the plan until --nvidia-kind / --amd-kind says
 // what to do; the choices are printed.
 func cdiPlan(cfg config.Config, o install.Options, c cdiFlags, uninstall bool, stdout io.Writer) (*install.Plan, error) {

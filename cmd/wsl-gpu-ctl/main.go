@@ -17,9 +17,9 @@ import (
 	"syscall"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/stackprobe"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/stackprobe"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/cli"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/wsl"
 )
 
 // version is set by the Makefile at link time.

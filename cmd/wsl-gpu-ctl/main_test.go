@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/doctor"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/setup/doctor"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/cli"
 )
 
 func TestRunErrors(t *testing.T) {

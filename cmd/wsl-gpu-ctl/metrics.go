@@ -11,11 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/containernames"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpumetrics"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/metricsserver"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/cli"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/usage/containernames"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/usage/gpumetrics"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/usage/gpustats"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/usage/metricsserver"
 )
 
 func metricsCommand() command {

@@ -14,10 +14,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/containernames"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/printable"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/cli"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/printable"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/usage/containernames"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/usage/gpustats"
 )
 
 // topKinds are the engine kinds top shows, in column order.

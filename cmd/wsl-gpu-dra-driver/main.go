@@ -33,16 +33,16 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiinstall"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dra"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dra/driver"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpumetrics"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/lifecycle"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/metricsserver"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/devnode"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/gpuhost"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/kube/dra"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/kube/dra/driver"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/kube/lifecycle"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/setup/cdiinstall"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/cli"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/usage/gpumetrics"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/usage/metricsserver"
 )
 
 // version is set by the Makefile at link time.

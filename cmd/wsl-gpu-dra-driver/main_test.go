@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli/clitest"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/cli/clitest"
 )
 
 // TestHelp: --help and -h print the help with every flag on stdout and

@@ -21,16 +21,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/edits"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuhost"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hooklog"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hookrun"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/ldcache"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/mounts"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/devnode"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/gpuhost"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/start/edits"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/start/gpuplan"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/start/hooklog"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/start/hookrun"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/start/ldcache"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/start/mounts"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/privileged"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
@@ -195,7 +195,7 @@ func BenchmarkReadInput(b *testing.B) {
 func BenchmarkReadInputCDI(b *testing.B) {
 	h := newBenchHost(b)
 	bundle := h.bundle(b)
-	docker, err := os.ReadFile("../../pkg/oci/testdata/config-docker-like.json")
+	docker, err := os.ReadFile("../../pkg/start/oci/testdata/config-docker-like.json")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,10 +7,10 @@ import (
 	"github.com/moby/sys/userns"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hooklog"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/hookrun"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/wsl"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/start/gpuplan"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/start/hooklog"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/start/hookrun"
 )
 
 // runHook is the OCI hook at stage (package hookrun).

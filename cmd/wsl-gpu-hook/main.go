@@ -19,9 +19,9 @@ import (
 	"syscall"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpuplan"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/cli"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/wsl"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/start/gpuplan"
 )
 
 // version is set by the Makefile at link time.

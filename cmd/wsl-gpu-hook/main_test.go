@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cli"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/cli"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/wsl"
 )
 
 func TestRunErrors(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"os"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wrapper"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/start/wrapper"
 )
 
 // runRuntime is the binary as wsl-gpu-runtime (package wrapper). Every

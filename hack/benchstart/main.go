@@ -87,9 +87,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiselect"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/wsl"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/setup/cdispec"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/wsl"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/start/cdiselect"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/fixture"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
@@ -1194,7 +1194,7 @@ func measure(work string, h host, base *specs.Spec, variants []variant, runs int
 }
 
 // cdiEdits is what an engine does with our CDI spec's "all" device
-// (pkg/cdispec): the node with its rule, the lib dir bound read-only, the
+// (pkg/setup/cdispec): the node with its rule, the lib dir bound read-only, the
 // device's selection variable, and cdi-hook at createContainer.
 func cdiEdits(work string, h host, node unix.Stat_t) func(*specs.Spec, string) {
 	major, minor := int64(unix.Major(node.Rdev)), int64(unix.Minor(node.Rdev))

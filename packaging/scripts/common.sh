@@ -10,8 +10,8 @@
 # commands that do, which keep a backup of every file they change and are
 # undone by `wsl-gpu-hook uninstall`.
 
-# Held to pkg/cdiinstall (System().ReadDirs, SpecNames, UnitName) and to
-# pkg/install's backup suffix by test/packages's TestPrermKnowsOurSpecs.
+# Held to pkg/setup/cdiinstall (System().ReadDirs, SpecNames, UnitName) and to
+# pkg/setup/install's backup suffix by test/packages's TestPrermKnowsOurSpecs.
 cdi_dirs="/etc/cdi /var/run/cdi"
 cdi_specs="wsl-gpu-hook.dev-gpu.json nvidia.com-gpu_wsl-gpu-hook.json amd.com-gpu_wsl-gpu-hook.json wsl-gpu-hook.json"
 unit=wsl-gpu-hook-cdi.service

@@ -25,7 +25,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/gpustats"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/usage/gpustats"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
 

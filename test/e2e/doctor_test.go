@@ -12,7 +12,7 @@ import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
 
-// doctorResult is one line of `doctor --json` (pkg/doctor.Result).
+// doctorResult is one line of `doctor --json` (pkg/setup/doctor.Result).
 type doctorResult struct {
 	Check  string `json:"check"`
 	Status string `json:"status"`

@@ -94,7 +94,7 @@ func hostMounts(t *testing.T, own string) []string {
 }
 
 // latencyHost reports a mount of test/latencyfs: the simulated 9p lib dir
-// and drivers dir that pkg/gpuhost's probe-cache tests and bench-start
+// and drivers dir that pkg/host/gpuhost's probe-cache tests and bench-start
 // serve, which `go test ./...` may run next to this package. No e2e host is
 // served so, so no hook of a run checked here can have made one.
 func latencyHost(m *mountinfo.Info) bool {

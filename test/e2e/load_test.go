@@ -24,7 +24,7 @@ import (
 // every hook process that exits with adapter handles it never closed. A
 // count of the system's open files could not see that: the kernel closes a
 // leaked descriptor when the hook exits. Descriptors inside one Apply are
-// counted by pkg/mounts' tests.
+// counted by pkg/start/mounts' tests.
 func TestLoad(t *testing.T) {
 	h := env(t)
 	n, par := envInt("E2E_LOAD_N", 1000), envInt("E2E_LOAD_PARALLEL", 50)

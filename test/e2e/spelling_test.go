@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/test/simhost"
 )
 

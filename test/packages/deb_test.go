@@ -128,7 +128,7 @@ func TestPackage(t *testing.T) {
 				upgradeRegeneratesSpecs(t, lower, deb, host, dxgsim)
 			})
 			t.Run("CDI specs beside NVIDIA's then removal", func(t *testing.T) {
-				cdiLifecycle(t, lower, deb, host, dxgsim, filepath.Join(repo, "pkg/cdiinstall/testdata/nvidia-ctk-1.20-wsl.yaml"))
+				cdiLifecycle(t, lower, deb, host, dxgsim, filepath.Join(repo, "pkg/setup/cdiinstall/testdata/nvidia-ctk-1.20-wsl.yaml"))
 			})
 		})
 	}

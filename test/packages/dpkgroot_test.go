@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiinstall"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/setup/cdiinstall"
 )
 
 // onWSL runs argv (a maintainer script) as on a WSL build host: in a

@@ -11,12 +11,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdiinstall"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/cdispec"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/devnode"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/driverstore"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/install"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/devnode"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/setup/cdiinstall"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/setup/cdispec"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/setup/install"
 )
 
 // packageHook is the binary the package installs, which its specs name.
@@ -100,7 +100,7 @@ func TestPrermKnowsOurSpecs(t *testing.T) {
 // all the same): ours go, every other file stays as it was. An upgrade
 // (prerm upgrade, %preun 1) touches nothing.
 func TestPrermRemove(t *testing.T) {
-	nvidia := string(must(os.ReadFile(filepath.Join(moduleRoot(t), "pkg/cdiinstall/testdata/nvidia-ctk-1.20-wsl.yaml"))))
+	nvidia := string(must(os.ReadFile(filepath.Join(moduleRoot(t), "pkg/setup/cdiinstall/testdata/nvidia-ctk-1.20-wsl.yaml"))))
 	elsewhere := `{"cdiVersion": "0.5.0", "kind": "wsl-gpu-hook.dev/gpu", "devices": [{"name": "all", "containerEdits": {"hooks": [{"hookName": "createContainer", "path": "/usr/local/bin/wsl-gpu-hook"}]}}]}`
 	foreign := map[string]string{
 		// NVIDIA's, written after install (its refresh service at boot).

@@ -13,7 +13,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/dxcore"
 )
 
 func main() {

@@ -4,7 +4,7 @@
 // ENUMADAPTERS3), answering from a simhost.Profile.
 //
 // It is written from ../../shared/reference/dxg-uapi.md alone and shares no
-// code with pkg/dxcore, so an ABI mistake in the client is not cancelled by
+// code with pkg/host/dxcore, so an ABI mistake in the client is not cancelled by
 // the same mistake here.
 //
 // The model has two layers, like the real system: host.go is the Windows

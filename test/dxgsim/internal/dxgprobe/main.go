@@ -1,5 +1,5 @@
 // Command dxgprobe is dxgsim's test client: raw /dev/dxg ioctls written
-// from dxg-uapi.md, sharing no code with pkg/dxcore or with dxgsim's
+// from dxg-uapi.md, sharing no code with pkg/host/dxcore or with dxgsim's
 // emulator, so the tests compare two independent readings of the ABI.
 //
 //	dxgprobe DEVICE STEP...

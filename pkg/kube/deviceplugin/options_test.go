@@ -1,0 +1,28 @@
+package deviceplugin
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/driverstore"
+)
+
+// The shipped defaults advertise what existing manifests ask for.
+func TestOptionsFromDefaults(t *testing.T) {
+	cfg := config.Default()
+	got := OptionsFrom(cfg)
+	want := Options{Resources: map[driverstore.Vendor]string{
+		driverstore.NVIDIA: ResourceNVIDIA, driverstore.AMD: ResourceAMD, driverstore.Intel: ResourceIntel,
+		driverstore.Qualcomm: ResourceQualcomm, driverstore.Unknown: ResourceOther,
+	}, NPUResource: ResourceNPU, Replicas: 1, CDI: true,
+		DxgDevice: "/dev/dxg", LibDir: "/usr/lib/wsl/lib", DriversDir: "/usr/lib/wsl/drivers", RequestEnv: "WSL_GPU_DEVICES"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("OptionsFrom(defaults) = %+v\nwant %+v", got, want)
+	}
+	cfg.DevicePlugin.IntelResource, cfg.RequestEnv = "", nil
+	got = OptionsFrom(cfg)
+	if got.Resources[driverstore.Intel] != "" || got.RequestEnv != "" {
+		t.Errorf("Intel off, no request env: %+v", got)
+	}
+}
