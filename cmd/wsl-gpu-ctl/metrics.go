@@ -46,7 +46,7 @@ func runMetrics(ctx context.Context, cfg config.Config, listen, webConfig string
 	if err != nil {
 		return err
 	}
-	s, err := gpustats.Open(gpustats.Options{Device: cfg.DxgDevice, ProcessRescan: 10 * time.Second, Names: containernames.OnThisHost()})
+	s, err := gpustats.Open(gpustats.Options{Device: cfg.DxgDevice, DriversDir: cfg.DriversDir, ProcessRescan: 10 * time.Second, Names: containernames.OnThisHost()})
 	if err != nil {
 		srv.Close()
 		return fmt.Errorf("metrics: %w", err)

@@ -42,7 +42,7 @@ func topCommand() command {
 }
 
 func runTop(ctx context.Context, cfg config.Config, interval time.Duration, once, asJSON bool, stdout io.Writer) error {
-	s, err := gpustats.Open(gpustats.Options{Device: cfg.DxgDevice, Names: containernames.OnThisHost()})
+	s, err := gpustats.Open(gpustats.Options{Device: cfg.DxgDevice, DriversDir: cfg.DriversDir, Names: containernames.OnThisHost()})
 	if err != nil {
 		return fmt.Errorf("top: %w", err)
 	}

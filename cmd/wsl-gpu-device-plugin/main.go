@@ -229,7 +229,7 @@ func servePlugin(ctx context.Context, cfg config.Config, opt deviceplugin.Option
 				return out, err
 			}, f.metricsInterval)
 		}
-		stopMetrics, err := serveMetrics(ctx, cfg.DxgDevice, f.metricsAddr, f.webConfig, f.metricsInterval, names, allocs, log)
+		stopMetrics, err := serveMetrics(ctx, cfg.DxgDevice, cfg.DriversDir, f.metricsAddr, f.webConfig, f.metricsInterval, names, allocs, log)
 		if err != nil {
 			return err
 		}

@@ -21,9 +21,9 @@ import (
 // advertising nothing, as the chart deploys it on every node. An address
 // that cannot be listened on, or a web configuration that does not load,
 // is an error.
-func serveMetrics(ctx context.Context, device, addr, webConfig string, interval time.Duration, names []containernames.Source,
+func serveMetrics(ctx context.Context, device, driversDir, addr, webConfig string, interval time.Duration, names []containernames.Source,
 	allocs *gpumetrics.Allocations, log *slog.Logger) (func(), error) {
-	s, err := gpustats.Open(gpustats.Options{Device: device, ProcessRescan: 10 * time.Second, Names: names})
+	s, err := gpustats.Open(gpustats.Options{Device: device, DriversDir: driversDir, ProcessRescan: 10 * time.Second, Names: names})
 	if err != nil {
 		log.Warn("serving no GPU metrics: the device does not open", "err", err)
 		return func() {}, nil

@@ -7,6 +7,10 @@
 // FolderName maps it as libdxg does to a folder name; Build checks the folder
 // is a real directory under the drivers dir, dedupes folders shared by
 // several adapters and records, per adapter, why a folder is unusable.
+// An adapter's vendor is its PCI vendor's, or NVIDIA when the host gives an
+// id the table does not know and its folder holds libcuda.so.1.1;
+// AdapterVendors is that one derivation, for readers that need no folders
+// (the metrics), so every reader names an adapter alike.
 //
 // Invariants: a folder name is a clean relative path that stays inside the
 // drivers dir, whatever the host says; a folder that is a symlink, or sits

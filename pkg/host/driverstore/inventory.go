@@ -126,8 +126,9 @@ func (noDriversDir) Unwrap() error { return fs.ErrNotExist }
 // refused keeps a *FolderError in Err and the others are unaffected.
 //
 // Without ListFiles it costs a stat of the lib dir, an lstat per distinct
-// folder and one per adapter with an unknown PCI vendor; the drivers dir is
-// listed only when a folder is not found under its exact name.
+// folder and one per distinct folder of adapters with an unknown PCI vendor
+// (AdapterVendors); the drivers dir is listed only when a folder is not
+// found under its exact name.
 func Build(adapters []dxcore.Adapter, opt Options) (*Inventory, error) {
 	inv := &Inventory{LibDir: opt.LibDir, DriversDir: opt.DriversDir}
 	if inv.LibDir == "" {
@@ -140,11 +141,11 @@ func Build(adapters []dxcore.Adapter, opt Options) (*Inventory, error) {
 		return nil, err
 	}
 
-	r := resolver{driversDir: inv.DriversDir, found: map[string]resolved{}}
+	c := newClassifier(inv.DriversDir)
+	r := c.r
 	byName := map[string]int{} // on-disk name -> index in inv.Folders
-	markers := map[string]bool{}
 	for _, a := range adapters {
-		ad := Adapter{Adapter: a, Vendor: VendorOf(a.PCI.Vendor)}
+		ad := Adapter{Adapter: a, Vendor: c.vendor(a)}
 		fe := &FolderError{Index: a.Index, LUID: a.LUID, Description: a.Description, DriversDir: inv.DriversDir}
 		name, err := FolderName(a.DriverStorePath)
 		if err != nil {
@@ -163,17 +164,6 @@ func Build(adapters []dxcore.Adapter, opt Options) (*Inventory, error) {
 		}
 		ad.Folder, ad.Registry = res.name, name
 		hostPath := filepath.Join(inv.DriversDir, res.name)
-		if ad.Vendor == Unknown {
-			has, ok := markers[res.name]
-			if !ok {
-				fi, err := os.Lstat(filepath.Join(hostPath, nvidiaMarker))
-				has = err == nil && fi.Mode().IsRegular()
-				markers[res.name] = has
-			}
-			if has {
-				ad.Vendor = NVIDIA
-			}
-		}
 		i, ok := byName[res.name]
 		if !ok {
 			i = len(inv.Folders)

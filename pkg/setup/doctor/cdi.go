@@ -19,6 +19,15 @@ type cdiFacts struct {
 	// usable holds the qualified device names engines can inject: loaded,
 	// not in conflict, from a spec that is not stale.
 	usable map[string]bool
+	// ours are our specs, loaded, stale or not, in path order.
+	ours []specOfOurs
+}
+
+// specOfOurs is one of our specs: its path as users know it, its kind and
+// the hooks of ours it names.
+type specOfOurs struct {
+	path, kind string
+	hooks      []string
 }
 
 func (c cdiFacts) hasKind(kind string) bool {
@@ -92,6 +101,9 @@ func checkSpec(o Options, r *Report, s *cdi.Spec, cache *cdi.Cache, specErrs []e
 	check := "cdi " + path
 	kind := s.Kind
 	ours := isOurs(s)
+	if ours {
+		facts.ours = append(facts.ours, specOfOurs{path: path, kind: kind, hooks: ourHooks(s.Spec)})
+	}
 
 	missing := stalePaths(o, s.Spec)
 	var names []string
@@ -99,7 +111,7 @@ func checkSpec(o Options, r *Report, s *cdi.Spec, cache *cdi.Cache, specErrs []e
 		names = append(names, kind+"="+d.Name)
 	}
 	if len(missing) > 0 {
-		r.add(check, Fail, staleFix(path, kind, ours), "%s is stale: %s no longer exist%s on the host%s", kind,
+		r.add(check, Fail, staleFix(o, path, kind, ours), "%s is stale: %s no longer exist%s on the host%s", kind,
 			strings.Join(firstN(missing, 3), ", "), plural(len(missing)), staleWhy(o, kind, missing))
 		return
 	}
@@ -131,19 +143,22 @@ func checkSpec(o Options, r *Report, s *cdi.Spec, cache *cdi.Cache, specErrs []e
 	r.add(check, OK, "", "%s%s: %s; every path it names exists", kind, who, strings.Join(firstN(names, 6), ", "))
 }
 
-// isOurs tells our spec by its file name or by a hook that is ours.
-func isOurs(s *cdi.Spec) bool {
-	if strings.HasPrefix(filepath.Base(s.GetPath()), ourSpecBase) {
-		return true
-	}
-	for _, e := range specEdits(s.Spec) {
+// ourHooks lists the hooks of ours a spec names, each once.
+func ourHooks(s *specs.Spec) []string {
+	var out []string
+	for _, e := range specEdits(s) {
 		for _, h := range e.Hooks {
-			if h != nil && filepath.Base(h.Path) == ourSpecBase {
-				return true
+			if h != nil && filepath.Base(h.Path) == ourSpecBase && !slices.Contains(out, h.Path) {
+				out = append(out, h.Path)
 			}
 		}
 	}
-	return false
+	return out
+}
+
+// isOurs tells our spec by its file name or by a hook that is ours.
+func isOurs(s *cdi.Spec) bool {
+	return strings.HasPrefix(filepath.Base(s.GetPath()), ourSpecBase) || len(ourHooks(s.Spec)) > 0
 }
 
 func specEdits(s *specs.Spec) []specs.ContainerEdits {
@@ -217,8 +232,10 @@ func staleWhy(o Options, kind string, missing []string) string {
 	return why
 }
 
-func staleFix(path, kind string, ours bool) string {
+func staleFix(o Options, path, kind string, ours bool) string {
 	switch {
+	case ours && inRancherDistro(o):
+		return rancherRun // install cdi's unit is systemd's; the script writes the specs there
 	case ours:
 		return "sudo wsl-gpu-hook install cdi (regenerates " + path + " and the unit that refreshes it at boot)"
 	case strings.HasPrefix(kind, "nvidia.com/"):

@@ -27,6 +27,12 @@
 //     conflicts (through the CDI module's own cache, as engines load them)
 //     and stale specs, whose device nodes, mounts or hooks name host paths
 //     that no longer exist;
+//   - Docker Desktop's engine (when `docker info` names it): CDI on, and
+//     the agent container install docker-desktop runs;
+//   - Rancher Desktop: in its distro (its os-release), whether the
+//     provisioning script is installed, our CDI specs are there and the
+//     hook they name exists; from another distro (`docker info` names
+//     its moby), whether the engine lists our CDI devices;
 //   - the hook's log file: writable, and recent errors in it.
 //
 // [RunNodes] (`wsl-gpu-ctl doctor --k8s`) checks instead the Kubernetes
@@ -60,7 +66,8 @@
 // # What it never does
 //
 // It changes nothing: no file is written, no container is started. [Run]
-// asks no daemon anything beyond `--version`; [RunNodes] asks the engines
+// asks no daemon anything beyond `--version`, `docker info` and the
+// inspection of Docker Desktop's agent container; [RunNodes] asks the engines
 // to list and inspect containers and images and runs `ls` in running
 // proven nodes (a constant script; the paths are its arguments, the
 // container's hex ID the only other word). What it prints is partly

@@ -230,6 +230,7 @@ func Run(opt Options) *Report {
 	specs := checkCDI(o, r)
 	checkDocker(o, r, specs)
 	checkDockerDesktop(o, r)
+	checkRancherDesktop(o, r, specs)
 	checkPodman(o, r, specs)
 	checkContainerd(o, r)
 	checkLog(o, r)

@@ -161,6 +161,16 @@ func want(t *testing.T, rep *Report, check string, s Status, detail, fix string)
 	}
 }
 
+// wantNone asserts no result is named check.
+func wantNone(t *testing.T, rep *Report, check string) {
+	t.Helper()
+	for _, r := range rep.Results {
+		if r.Check == check {
+			t.Errorf("a %s line where there is none: %+v", check, r)
+		}
+	}
+}
+
 func TestHealthyLaptop(t *testing.T) {
 	h := newHost(t)
 	rep := h.run()

@@ -111,6 +111,11 @@ type Sample struct {
 type Options struct {
 	// Device is the dxg node (config dxg_device).
 	Device string
+	// DriversDir is where the driver store folders are (config
+	// drivers_dir); "" means driverstore.DefaultDriversDir. An adapter
+	// whose PCI vendor is unknown is classified by its folder there, as
+	// the device plugin and info classify it.
+	DriversDir string
 	// ProcRoot is /proc (tests point it elsewhere); "" means /proc.
 	ProcRoot string
 	// NoProcesses skips the per-process figures (health checks).
@@ -161,6 +166,8 @@ type Sampler struct {
 	// the session was opened.
 	failed bool
 	opened time.Time
+	// ids are the session's adapters' identities, in its order.
+	ids []adapterid.ID
 }
 
 // scanWait is how long a sample waits for a /proc scan under way: a scan
@@ -228,7 +235,8 @@ func open(opt Options, openFn func(string) (session, error), list func(string) (
 		opt.ProcRoot = "/proc"
 	}
 	p := &Sampler{opt: opt, s: s, nodes: map[dxcore.LUID][]dxcore.Node{}, prev: map[string]reading{},
-		now: now, open: openFn, list: list, opened: now(), scanWait: scanWait}
+		now: now, open: openFn, list: list, opened: now(), scanWait: scanWait,
+		ids: identities(s.Adapters(), opt.DriversDir)}
 	p.scanProcs = func() ([]Process, error) {
 		procs, err := DxgProcesses(opt.ProcRoot, opt.Device)
 		if err != nil || len(opt.Names) == 0 {
@@ -263,6 +271,7 @@ func (p *Sampler) refresh(now time.Time) (note string) {
 	}
 	_ = p.s.Close()
 	p.s, p.opened, p.failed = s, now, false
+	p.ids = identities(s.Adapters(), p.opt.DriversDir)
 	clear(p.nodes)
 	clear(p.prev)
 	return ""
@@ -306,9 +315,8 @@ func (p *Sampler) Sample() Sample {
 		}
 		out.Adapters = append(out.Adapters, ad)
 	}
-	ids := identities(p.s.Adapters())
-	for i := range out.Adapters {
-		out.Adapters[i].ID, out.Adapters[i].Kind, out.Adapters[i].Vendor = ids[i].Name, string(ids[i].Kind), string(ids[i].Vendor)
+	for i, id := range p.ids {
+		out.Adapters[i].ID, out.Adapters[i].Kind, out.Adapters[i].Vendor = id.Name, string(id.Kind), string(id.Vendor)
 	}
 	out.Ioctls = p.counter.n
 	out.Seconds = p.now().Sub(now).Seconds()
@@ -485,11 +493,20 @@ func KindBusy(a Adapter) map[string]float64 {
 }
 
 // identities are the adapters' identities, in the session's order, which
-// is the host's.
-func identities(adapters []dxcore.StatsAdapter) []adapterid.ID {
-	as := make([]driverstore.Adapter, len(adapters))
+// is the host's, with their vendors as driverstore.Build gives them. They
+// are taken when a session opens, not at every sample: an adapter whose
+// PCI vendor is unknown costs an lstat of its folder on the driver store
+// share, and the adapters, so their folders, change only with a new
+// session (Sampler).
+func identities(adapters []dxcore.StatsAdapter, driversDir string) []adapterid.ID {
+	das := make([]dxcore.Adapter, len(adapters))
 	for i, a := range adapters {
-		as[i] = driverstore.Adapter{Adapter: a.Adapter, Vendor: driverstore.VendorOf(a.PCI.Vendor)}
+		das[i] = a.Adapter
+	}
+	vendors := driverstore.AdapterVendors(das, driversDir)
+	as := make([]driverstore.Adapter, len(adapters))
+	for i, a := range das {
+		as[i] = driverstore.Adapter{Adapter: a, Vendor: vendors[i]}
 	}
 	return adapterid.Of(as)
 }
