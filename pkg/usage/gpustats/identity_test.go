@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/adapterid"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/driverstore"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/dxcore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/adapterid"
 )
 
 // TestSampleIdentityByFolder: an adapter the host gives no known PCI
