@@ -49,6 +49,17 @@ func statsTools(t *testing.T) (tl *tools, ctl, worker, cfg, dev string) {
 	return tl, ctl, worker, cfg, dev
 }
 
+// ownPIDs runs cmd in a pid namespace of its own, with its own /proc:
+// top and the metrics count every process holding a node of the device's
+// number, and every simulated dxg is /dev/fuse's (node.go), so the GPU
+// processes of other tests on the machine (a cluster's device plugins, an
+// e2e container) were counted too, and the counts these tests pin failed
+// on a shared machine only. The simulated kernel records pids in their own
+// namespace as dxgkrnl does, so the statistics still attribute.
+func ownPIDs(cmd ...string) []string {
+	return append([]string{"unshare", "--pid", "--fork", "--mount-proc"}, cmd...)
+}
+
 func near(t *testing.T, what string, got, want, tol float64) {
 	t.Helper()
 	if math.Abs(got-want) > tol {
@@ -59,7 +70,7 @@ func near(t *testing.T, what string, got, want, tol float64) {
 func TestTopShowsTheModelledLoad(t *testing.T) {
 	tl, ctl, worker, cfg, dev := statsTools(t)
 	script := fmt.Sprintf(`(sleep 5) | %s %s >/dev/null & sleep 0.3; %s --config %s top --once --json --interval 1s; wait`, worker, dev, ctl, cfg)
-	r := tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", dev}, "sh", "-c", script)
+	r := tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", dev}, ownPIDs("sh", "-c", script)...)
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
@@ -129,7 +140,7 @@ func TestTopOnOldKernels(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.fault, func(t *testing.T) {
 			script := fmt.Sprintf(`(sleep 4) | %s %s >/dev/null & sleep 0.3; %s --config %s top --once --interval 1s; wait`, worker, dev, ctl, cfg)
-			r := tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", dev, "--fault", tt.fault}, "sh", "-c", script)
+			r := tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", dev, "--fault", tt.fault}, ownPIDs("sh", "-c", script)...)
 			if strings.Contains(r.stdout, "\x1b[") {
 				t.Errorf("terminal escapes on a pipe: %q", r.stdout)
 			}
@@ -186,7 +197,9 @@ func serveMetrics(t *testing.T, name string) (addr string, done <-chan runResult
 	script := fmt.Sprintf(`(sleep 8) | %s %s%s >/dev/null & sleep 0.3; %s --config %s metrics --listen %s --interval 1s & sleep 7; kill $!; wait`,
 		worker, dev, rename, ctl, cfg, addr)
 	ch := make(chan runResult, 1)
-	go func() { ch <- tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", dev}, "sh", "-c", script) }()
+	go func() {
+		ch <- tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", dev}, ownPIDs("sh", "-c", script)...)
+	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		body, err := scrape(addr)
@@ -304,7 +317,7 @@ func TestHostileProcessNames(t *testing.T) {
 
 	tl, ctl, worker, cfg, dev := statsTools(t)
 	script := fmt.Sprintf(`(sleep 4) | %s %s "$(printf '%s')" >/dev/null & sleep 0.3; %s --config %s top --once --interval 1s; wait`, worker, dev, name, ctl, cfg)
-	r := tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", dev}, "sh", "-c", script)
+	r := tl.run(t, []string{"--profile", "nvidia-laptop", "--dev", dev}, ownPIDs("sh", "-c", script)...)
 	if r.code != 0 {
 		t.Fatalf("top: exit %d: %s", r.code, r.stderr)
 	}
@@ -409,7 +422,7 @@ func TestTopInATerminal(t *testing.T) {
 	}
 	script := fmt.Sprintf(`for i in 1 2 3 4 5 6 7 8 9 10 11 12; do (sleep 60) | %s %s >/dev/null & done; sleep 0.5; exec %s --config %s top --interval 500ms`,
 		worker, dev, ctl, cfg)
-	cmd := strings.Join([]string{tl.sim, "--profile", "nvidia-laptop", "--dev", dev, "--fault", "no-stats-pid", "--", "sh", "-c", shellQuote(script)}, " ")
+	cmd := strings.Join(append([]string{tl.sim, "--profile", "nvidia-laptop", "--dev", dev, "--fault", "no-stats-pid", "--"}, ownPIDs("sh", "-c", shellQuote(script))...), " ")
 	tm("new-session", "-d", "-x", "120", "-y", "40", cmd)
 	t.Cleanup(func() { exec.Command(tmux, "-S", sock, "kill-server").Run() })
 	screen := func(want string) string {
