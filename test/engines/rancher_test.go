@@ -143,6 +143,20 @@ func (s *rancherSim) upgrade(t *testing.T, version string) {
 	if err := os.WriteFile(filepath.Join(layer, "etc/rancher-desktop-distro"), []byte(version+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The distro's build replaces Alpine's os-release with its own
+	// (rancher-desktop-wsl-distro: files/os-release, rendered by
+	// files/build.sh with every value quoted); moby's `docker info` shows
+	// its PRETTY_NAME as the OperatingSystem, and doctor knows the distro
+	// by it.
+	osRelease := `NAME="Rancher Desktop WSL Distro"
+ID="rancher-desktop-wsl-distro"
+PRETTY_NAME="Rancher Desktop WSL Distribution"
+VERSION_ID="` + version + `"
+HOME_URL="https://rancherdesktop.io/"
+`
+	if err := os.WriteFile(filepath.Join(layer, "etc/os-release"), []byte(osRelease), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	s.distro = layer
 }
 
@@ -275,7 +289,7 @@ func TestRancherDesktop(t *testing.T) {
 	if out, err := s.ctr(t, "images", "import", archive); err != nil {
 		t.Fatalf("ctr images import: %v\n%s", err, out)
 	}
-	if out, err := s.sh(t, "cat /etc/os-release /etc/rancher-desktop-distro; ls /lib"); err != nil || !strings.Contains(out, "ID=alpine") || !strings.Contains(out, "ld-musl") {
+	if out, err := s.sh(t, "cat /etc/os-release /etc/rancher-desktop-distro; ls /lib"); err != nil || !strings.Contains(out, `ID="rancher-desktop-wsl-distro"`) || !strings.Contains(out, "ld-musl") {
 		t.Fatalf("the running distro is not the Alpine-like one: %v\n%s", err, out)
 	}
 
@@ -350,9 +364,21 @@ func TestRancherDesktop(t *testing.T) {
 		}
 	}
 
+	// doctor's Rancher Desktop line, in the distro (`rdctl shell sudo
+	// /var/lib/wsl-gpu-hook/wsl-gpu-ctl doctor`) or, with moby, from the
+	// user's distro through the docker CLI.
+	doctorSays := func(t *testing.T, out, want string) {
+		t.Helper()
+		if line := grepLines(out, "rancher desktop:"); !strings.HasPrefix(line, want) {
+			t.Errorf("doctor's Rancher Desktop line %q, want it to start %q:\n%s", line, want, out)
+		}
+	}
+
 	t.Run("containerd: ctr run --device", func(t *testing.T) {
 		checkProvisioned(t)
 		gpuRows(t, rows...)
+		out, _ := s.sh(t, "/var/lib/wsl-gpu-hook/wsl-gpu-ctl doctor")
+		doctorSays(t, out, "ok    rancher desktop: its provisioning script /etc/local.d/wsl-gpu-hook.start wrote our CDI specs")
 	})
 
 	t.Run("restart: a clean root, no user step", func(t *testing.T) {
@@ -376,6 +402,14 @@ func TestRancherDesktop(t *testing.T) {
 		}
 		checkProvisioned(t)
 		gpuRows(t, rows...)
+		// The user's docker CLI is Debian 13's (26.1): moby shows the CDI
+		// devices it sees (DiscoveredDevices) only to a 28.2+ CLI, so
+		// doctor knows the engine by its OperatingSystem and says it
+		// cannot tell from there. (A newer CLI cannot be built here: the
+		// docker/cli module needs a dependency the proxy refuses; pkg/setup/doctor's
+		// TestRancherDesktop covers its answer.)
+		out, _ := s.as(t, "", "wsl-gpu-ctl", "doctor")
+		doctorSays(t, out, "warn  rancher desktop: cannot tell from here whether Rancher Desktop's containers get the GPU: the engine (moby 29.8.0) lists its CDI devices only to a docker CLI of 28.2 or later, and this one is 26.1.5+dfsg1")
 	})
 
 	t.Run("distro upgrade: a new root, /var/lib kept, no user step", func(t *testing.T) {
@@ -499,6 +533,10 @@ func rancherUserBin(t *testing.T) string {
 		t.Fatalf("Debian 13's docker CLI: %v", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "docker"), cli, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// wsl-gpu-ctl, as the user's distro has it from the package: doctor.
+	if _, err := testbin.Build(dir, "wsl-gpu-ctl", "./cmd/wsl-gpu-ctl", true); err != nil {
 		t.Fatal(err)
 	}
 	return dir

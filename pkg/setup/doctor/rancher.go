@@ -58,13 +58,12 @@ func checkRancherDesktop(o Options, r *Report, facts cdiFacts) {
 	var info struct {
 		OperatingSystem   string
 		ServerVersion     string
+		ClientInfo        struct{ Version string }
 		DiscoveredDevices []struct{ Source, ID string }
 	}
 	if json.Unmarshal(out, &info) != nil || info.OperatingSystem != rancherOS {
 		return
 	}
-	var major, minor int
-	_, _ = fmt.Sscanf(info.ServerVersion, "%d.%d", &major, &minor)
 	var ids []string
 	ours := false
 	for _, d := range info.DiscoveredDevices {
@@ -76,13 +75,33 @@ func checkRancherDesktop(o Options, r *Report, facts cdiFacts) {
 	switch {
 	case ours:
 		r.add("rancher desktop", OK, "", "Rancher Desktop's engine (moby %s) lists our CDI devices: %s: docker run --device "+vendors.OwnCDIKind+"=all", info.ServerVersion, strings.Join(firstN(ids, 6), ", "))
-	case len(ids) == 0 && (major < 28 || major == 28 && minor < 2):
+	case !atLeast(info.ServerVersion, 28, 2) || !atLeast(info.ClientInfo.Version, 28, 2):
+		// DiscoveredDevices came with API 1.50 (Docker 28.2), and is
+		// omitted when empty: an older engine or CLI (a distro's own
+		// docker.io, 26.1 in Debian 13) shows none, which says nothing.
 		r.add("rancher desktop", Warn, "rdctl shell sudo "+rancherHome+"/wsl-gpu-ctl doctor",
-			"cannot tell from here whether Rancher Desktop's containers get the GPU: its moby %s lists no CDI devices (28.2+ does); ask in its distro", info.ServerVersion)
+			"cannot tell from here whether Rancher Desktop's containers get the GPU: the engine (moby %s) lists its CDI devices only to a docker CLI of 28.2 or later, and this one is %s; ask in its distro", info.ServerVersion, orUnknown(info.ClientInfo.Version))
 	default:
 		r.add("rancher desktop", Warn, rancherInstall,
 			"Rancher Desktop's engine (moby %s) lists no CDI device of ours: GPU containers fail \"unresolvable CDI devices\"; the provisioning script wsl-gpu-hook.start is not installed, or failed at its last start (rdctl shell sudo cat %s/last-start.log)", info.ServerVersion, rancherHome)
 	}
+}
+
+// atLeast reports whether a Docker version ("28.3.3", "26.1.5+dfsg1") is
+// major.minor or later; an unreadable one is not.
+func atLeast(version string, major, minor int) bool {
+	var ma, mi int
+	if n, _ := fmt.Sscanf(version, "%d.%d", &ma, &mi); n != 2 {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "of unknown version"
+	}
+	return s
 }
 
 // checkRancherDistro judges Rancher Desktop from inside its distro, where

@@ -43,7 +43,7 @@ func TestRancherDesktop(t *testing.T) {
 		nvSpec      = "/var/run/cdi/nvidia.com-gpu_wsl-gpu-hook.json"
 		ownKind     = "wsl-gpu-hook.dev/gpu"
 		hook        = "/var/lib/wsl-gpu-hook/wsl-gpu-hook"
-		mobyInfo    = `{"OperatingSystem":"Rancher Desktop WSL Distribution","ServerVersion":"28.3.3","CDISpecDirs":["/etc/cdi","/var/run/cdi"]`
+		mobyInfo    = `{"OperatingSystem":"Rancher Desktop WSL Distribution","ServerVersion":"28.3.3","ClientInfo":{"Version":"28.3.3"},"CDISpecDirs":["/etc/cdi","/var/run/cdi"]`
 	)
 	tests := []struct {
 		name      string
@@ -77,9 +77,15 @@ func TestRancherDesktop(t *testing.T) {
 		{name: "another distro, moby lists none of ours", osRelease: debianOSRelease,
 			info:   mobyInfo + `,"DiscoveredDevices":[{"Source":"cdi","ID":"nvidia.com/gpu=all"}]}`,
 			status: Warn, detail: "Rancher Desktop's engine (moby 28.3.3) lists no CDI device of ours", fix: installStep},
+		{name: "another distro, moby lists no device at all (omitted when empty)", osRelease: debianOSRelease,
+			info:   mobyInfo + `}`,
+			status: Warn, detail: "Rancher Desktop's engine (moby 28.3.3) lists no CDI device of ours", fix: installStep},
 		{name: "another distro, moby too old to list devices", osRelease: debianOSRelease,
-			info:   `{"OperatingSystem":"Rancher Desktop WSL Distribution","ServerVersion":"27.3.1","CDISpecDirs":["/etc/cdi","/var/run/cdi"]}`,
-			status: Warn, detail: "moby 27.3.1 lists no CDI devices (28.2+ does)", fix: "rdctl shell sudo /var/lib/wsl-gpu-hook/wsl-gpu-ctl doctor"},
+			info:   `{"OperatingSystem":"Rancher Desktop WSL Distribution","ServerVersion":"27.3.1","ClientInfo":{"Version":"28.3.3"},"CDISpecDirs":["/etc/cdi","/var/run/cdi"]}`,
+			status: Warn, detail: "the engine (moby 27.3.1) lists its CDI devices only to a docker CLI of 28.2 or later, and this one is 28.3.3", fix: "rdctl shell sudo /var/lib/wsl-gpu-hook/wsl-gpu-ctl doctor"},
+		{name: "another distro, its own docker CLI too old to show devices", osRelease: debianOSRelease,
+			info:   `{"OperatingSystem":"Rancher Desktop WSL Distribution","ServerVersion":"29.8.0","ClientInfo":{"Version":"26.1.5+dfsg1"}}`,
+			status: Warn, detail: "cannot tell from here whether Rancher Desktop's containers get the GPU: the engine (moby 29.8.0) lists its CDI devices only to a docker CLI of 28.2 or later, and this one is 26.1.5+dfsg1; ask in its distro", fix: "rdctl shell sudo /var/lib/wsl-gpu-hook/wsl-gpu-ctl doctor"},
 		{name: "a Debian distro with its own dockerd", osRelease: debianOSRelease,
 			info: `{"OperatingSystem":"Debian GNU/Linux 12 (bookworm)","ServerVersion":"28.5.2","CDISpecDirs":["/etc/cdi"]}`},
 		{name: "Docker Desktop", osRelease: debianOSRelease,
