@@ -173,8 +173,8 @@ func vendorIdents(vendorsGo string) (map[vendors.Name]string, error) {
 // default Resource has the key <name>_resource in [device_plugin], whose
 // default is the row's, which a file can set and Resources.Of reads back;
 // a row without one has no key. And no resource key is left of a vendor
-// the table no longer holds. A new row gets its key, its default and its
-// line in OptionsFrom from the row alone.
+// the table no longer holds. A new row gets its key and its default from
+// the row, with resources.go regenerated (TestResourcesFile says when).
 func TestEveryVendorResourceHasAKey(t *testing.T) {
 	byPath := map[string]key{}
 	for _, k := range keys {
@@ -200,7 +200,7 @@ func TestEveryVendorResourceHasAKey(t *testing.T) {
 			continue
 		}
 		if p, isStr := k.field(&def).(*string); !isStr || *p != row.Resource || got != row.Resource || !hasKey {
-			t.Errorf("key %s: default %v, Of = %q %v; want the row's %q", path, k.field(&def), got, hasKey, row.Resource)
+			t.Errorf("key %s: field %T, Of = %q %v; want the row's %q", path, k.field(&def), got, hasKey, row.Resource)
 		}
 		fmt.Fprintf(&doc, "%s = %q\n", resourceKey(row.Name), "set.example.com/"+string(row.Name))
 	}
