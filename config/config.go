@@ -117,12 +117,10 @@ type Config struct {
 // vendor's adapters are advertised under ("" advertises none), how many
 // pods may share one adapter, and whether Allocate names CDI devices.
 type DevicePlugin struct {
-	NVIDIAResource string `toml:"nvidia_resource"`
-	AMDResource    string `toml:"amd_resource"`
-	IntelResource  string `toml:"intel_resource"`
-	// QualcommResource is the Snapdragon's Adreno GPU (Windows on Arm).
-	QualcommResource string `toml:"qualcomm_resource"`
-	OtherResource    string `toml:"other_resource"`
+	// Resources are the vendors' keys, one per row of the vendor table
+	// with a default resource (resources.go, generated from the table).
+	// Embedded, so go-toml takes its fields as keys of this table.
+	Resources
 	// NPUResource is for compute-only accelerators that are not GPUs
 	// (NPUs), whatever their vendor.
 	NPUResource string `toml:"npu_resource"`
@@ -150,12 +148,33 @@ func Default() Config {
 		SonameCache:       "/var/cache/wsl-gpu-hook",
 		SysfsDir:          "/sys",
 		DevicePlugin: DevicePlugin{
-			NVIDIAResource: vendors.ResourceNVIDIA, AMDResource: vendors.ResourceAMD,
-			IntelResource: vendors.ResourceIntel, QualcommResource: vendors.ResourceQualcomm,
-			OtherResource: vendors.ResourceOther, NPUResource: vendors.NPUResource,
-			Replicas: 1, CDI: true,
+			Resources:   defaultResources(),
+			NPUResource: vendors.NPUResource,
+			Replicas:    1,
+			CDI:         true,
 		},
 	}
+}
+
+// defaultResources are the vendor table's resource names.
+func defaultResources() Resources {
+	var r Resources
+	for _, row := range vendors.Rows() {
+		if p := r.field(row.Name); p != nil {
+			*p = row.Resource
+		}
+	}
+	return r
+}
+
+// Of returns the resource vendor v's GPUs are advertised under ("" for
+// none), and false when the vendor table gives v no key (Microsoft's
+// adapters are advertised under Unknown's).
+func (r Resources) Of(v vendors.Name) (string, bool) {
+	if p := r.field(v); p != nil {
+		return *p, true
+	}
+	return "", false
 }
 
 // Path reports the file the configuration was read from ("" for defaults).

@@ -225,6 +225,12 @@ func TestKeysTable(t *testing.T) {
 	walk = func(prefix string, v reflect.Value) {
 		for i := 0; i < v.NumField(); i++ {
 			tag := v.Type().Field(i).Tag.Get("toml")
+			if v.Type().Field(i).Anonymous && tag == "" {
+				// go-toml takes an embedded struct's fields as its
+				// parent's, as encoding/json does.
+				walk(prefix, v.Field(i))
+				continue
+			}
 			if tag == "" {
 				continue
 			}

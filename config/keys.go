@@ -34,7 +34,12 @@ func (k key) path() string {
 // deviceTable is the one table a config file has.
 const deviceTable = "device_plugin"
 
-var keys = []key{
+// keys are the top-level keys, then [device_plugin]'s: one resource key
+// per vendor of the vendor table (resourceKeys, generated from it into
+// resources.go), then the plugin's own.
+var keys = slices.Concat(topKeys, resourceKeys, pluginKeys)
+
+var topKeys = []key{
 	{"", "dxg_device", func(c *Config) any { return &c.DxgDevice }, cleanAbsPath},
 	{"", "lib_dir", func(c *Config) any { return &c.LibDir }, cleanAbsPath},
 	{"", "drivers_dir", func(c *Config) any { return &c.DriversDir }, cleanAbsPath},
@@ -74,11 +79,9 @@ var keys = []key{
 	{"", "probe_cache", func(c *Config) any { return &c.ProbeCache }, cleanAbsPathOrEmpty},
 	{"", "soname_cache", func(c *Config) any { return &c.SonameCache }, cleanAbsPathOrEmpty},
 	{"", "sysfs_dir", func(c *Config) any { return &c.SysfsDir }, cleanAbsPathOrEmpty},
-	{deviceTable, "nvidia_resource", func(c *Config) any { return &c.DevicePlugin.NVIDIAResource }, resourceName},
-	{deviceTable, "amd_resource", func(c *Config) any { return &c.DevicePlugin.AMDResource }, resourceName},
-	{deviceTable, "intel_resource", func(c *Config) any { return &c.DevicePlugin.IntelResource }, resourceName},
-	{deviceTable, "qualcomm_resource", func(c *Config) any { return &c.DevicePlugin.QualcommResource }, resourceName},
-	{deviceTable, "other_resource", func(c *Config) any { return &c.DevicePlugin.OtherResource }, resourceName},
+}
+
+var pluginKeys = []key{
 	{deviceTable, "npu_resource", func(c *Config) any { return &c.DevicePlugin.NPUResource }, resourceName},
 	{deviceTable, "replicas", func(c *Config) any { return &c.DevicePlugin.Replicas }, func(v any) []string {
 		if n := *v.(*int); n < 1 || n > 64 {
@@ -108,8 +111,8 @@ var (
 )
 
 // The checks are plain functions, not closures made by a constructor, so
-// the keys table is static data: no code runs to build it when a hook
-// process starts.
+// the three lists are static data: all a hook process runs to build the
+// table is the one copy of them into keys.
 
 func cleanAbsPath(v any) []string {
 	if s := *v.(*string); !filepath.IsAbs(s) || filepath.Clean(s) != s {

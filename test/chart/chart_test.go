@@ -14,6 +14,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/vendors"
+
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
@@ -26,6 +29,8 @@ type object struct {
 		Name string `json:"name"`
 	} `json:"metadata"`
 	Rules []rbacv1.PolicyRule `json:"rules"`
+	// A ConfigMap's.
+	Data map[string]string `json:"data"`
 	// A ValidatingAdmissionPolicy's or a binding's.
 	Spec struct {
 		PolicyName        string                         `json:"policyName"`
@@ -270,6 +275,52 @@ func TestValuesAddNoLines(t *testing.T) {
 				t.Errorf("the value added lines to the rendered chart:\n%s", out)
 			}
 			parse(t, out)
+		})
+	}
+}
+
+// TestConfigMapSetsEveryVendor: the plugin's config.toml the chart writes
+// loads as the plugin loads it (strictly), advertises each vendor of the
+// vendor table under its resource by default, and none with dra.enabled,
+// when the DRA driver advertises them: a vendor the chart writes no key
+// for would keep its default there, and be advertised twice.
+func TestConfigMapSetsEveryVendor(t *testing.T) {
+	helm := helm(t)
+	for _, tt := range []struct {
+		name string
+		args []string
+		want func(vendors.Row) string
+	}{
+		{name: "defaults", want: func(r vendors.Row) string { return r.Resource }},
+		{name: "dra.enabled", args: []string{"--set", "dra.enabled=true"}, want: func(vendors.Row) string { return "" }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := helm(append([]string{"template", "x", chart}, tt.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var toml string
+			for _, o := range parse(t, out) {
+				if o.Kind == "ConfigMap" && o.Data["config.toml"] != "" {
+					toml = o.Data["config.toml"]
+				}
+			}
+			if toml == "" {
+				t.Fatal("the chart writes no ConfigMap with a config.toml")
+			}
+			f := filepath.Join(t.TempDir(), "config.toml")
+			if err := os.WriteFile(f, []byte(toml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c, err := config.Load(f, true)
+			if err != nil {
+				t.Fatalf("the plugin refuses the chart's config.toml: %v\n%s", err, toml)
+			}
+			for _, row := range vendors.Rows() {
+				if got, ok := c.DevicePlugin.Of(row.Name); ok && got != tt.want(row) {
+					t.Errorf("vendor %s is advertised under %q, want %q: values.yaml's resources lacks it?\n%s", row.Name, got, tt.want(row), toml)
+				}
+			}
 		})
 	}
 }

@@ -3,6 +3,7 @@ package deviceplugin
 import (
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/vendors"
 )
 
 // OptionsFrom reads the plugin's options from the hook's configuration,
@@ -11,19 +12,18 @@ import (
 func OptionsFrom(cfg config.Config) Options {
 	dp := cfg.DevicePlugin
 	o := Options{
-		Resources: map[driverstore.Vendor]string{
-			driverstore.NVIDIA:   dp.NVIDIAResource,
-			driverstore.AMD:      dp.AMDResource,
-			driverstore.Intel:    dp.IntelResource,
-			driverstore.Qualcomm: dp.QualcommResource,
-			driverstore.Unknown:  dp.OtherResource,
-		},
+		Resources:   map[driverstore.Vendor]string{},
 		NPUResource: dp.NPUResource,
 		Replicas:    dp.Replicas,
 		CDI:         dp.CDI,
 		DxgDevice:   cfg.DxgDevice,
 		LibDir:      cfg.LibDir,
 		DriversDir:  cfg.DriversDir,
+	}
+	for _, v := range vendors.Names() {
+		if r, ok := dp.Resources.Of(v); ok {
+			o.Resources[v] = r
+		}
 	}
 	if len(cfg.RequestEnv) > 0 {
 		o.RequestEnv = cfg.RequestEnv[0]

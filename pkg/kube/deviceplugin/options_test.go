@@ -6,6 +6,7 @@ import (
 
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/config"
 	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/host/driverstore"
+	"github.com/wsl-gpu-hook/wsl-gpu-hook/pkg/shared/vendors"
 )
 
 // The shipped defaults advertise what existing manifests ask for.
@@ -24,5 +25,20 @@ func TestOptionsFromDefaults(t *testing.T) {
 	got = OptionsFrom(cfg)
 	if got.Resources[driverstore.Intel] != "" || got.RequestEnv != "" {
 		t.Errorf("Intel off, no request env: %+v", got)
+	}
+}
+
+// TestOptionsFromEveryVendorRow: each row of the vendor table with a
+// default resource is advertised under it, from the table alone: a new
+// row needs no line here.
+func TestOptionsFromEveryVendorRow(t *testing.T) {
+	want := map[driverstore.Vendor]string{}
+	for _, row := range vendors.Rows() {
+		if row.Resource != "" {
+			want[row.Name] = row.Resource
+		}
+	}
+	if got := OptionsFrom(config.Default()).Resources; !reflect.DeepEqual(got, want) {
+		t.Errorf("OptionsFrom(defaults).Resources = %v\nthe vendor table's    %v", got, want)
 	}
 }

@@ -21,7 +21,13 @@
 // NPUs share an id) have no CDI kind of their own.
 //
 // Adding a vendor is one row here (plus its ids) and, when its containers
-// need more than the driver folders, its stack in package vendorstack.
+// need more than the driver folders, its stack in package vendorstack. A
+// row with a Resource is also the device plugin's key <name>_resource:
+// config/resources.go is generated from the table (go test ./config -run
+// TestResourcesFile -update), and the key then wants its line in the
+// shipped config/config.toml, docs/configuration.md regenerated and the
+// chart's resources entry (values.yaml, values.schema.json); a test fails
+// until each is there.
 //
 // The package imports nothing: the hook links it on every start.
 package vendors
