@@ -111,7 +111,8 @@ test: setup lint engines
 ## of its own): API server, scheduler, controller manager, etcd, and nodes that each
 ## run a kubelet and containerd 2.4 on a simulated WSL host: TestK8s runs docs/kubernetes.md's
 ## block, the device plugin's and the DRA driver's suites on one 4-node cluster, and
-## TestTwoNodes the harness itself. TestKind runs kind v0.33 itself, through Docker 29
+## TestTwoNodes the harness itself; TestK3sNode the chart on a k3s-shaped node across a
+## reboot (about 70 s, beside TestK8s). TestKind runs kind v0.33 itself, through Docker 29
 ## and through podman, with docs/kubernetes.md's kind and chart blocks. The first run
 ## builds Kubernetes, etcd, helm and kind's tools (hack/kube/build.sh) and kind's node
 ## image (hack/kind/node-image.sh) into the e2e cache.

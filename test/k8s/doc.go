@@ -4,7 +4,8 @@
 // cluster: API server, scheduler, controller manager, etcd, and nodes that
 // each run a kubelet and containerd 2.4 in their own namespaces on a
 // simulated WSL host; and nodes inside engine containers, as kind, k3d and
-// minikube run them: TestNodeInContainer), with the cases asserted through
+// minikube run them: TestNodeInContainer; and a k3s-shaped node rebooted
+// under GPU pods: TestK3sNode), with the cases asserted through
 // the API server and from inside the pods. It is a module of its own: nothing here
 // touches the main module's dependencies.
 //

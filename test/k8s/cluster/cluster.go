@@ -46,6 +46,16 @@ type NodeSpec struct {
 	// Setup runs once the node's namespaces exist, before its containerd
 	// and kubelet start: Node.Exec runs commands inside the node.
 	Setup func(n *Node) error
+	// K3s runs the node's containerd and kubelet as a k3s agent does
+	// (k3s itself cannot be built here: its module is refused): containerd
+	// from a configuration in the shape of k3s's v3 template, written to
+	// k3s's path at every start (root /var/lib/rancher/k3s/agent/containerd,
+	// state and socket under /run/k3s/containerd, CNI configuration under
+	// /var/lib/rancher/k3s/agent/etc/cni/net.d, nothing about CDI: containerd
+	// 2.x reads /etc/cdi and /var/run/cdi), and the kubelet on
+	// /run/k3s/containerd/containerd.sock. /var/run is the node's /run, a
+	// tmpfs that Node.Reboot empties.
+	K3s bool
 }
 
 // Images every node has: the sandbox image and a glibc busybox image

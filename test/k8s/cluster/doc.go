@@ -33,7 +33,16 @@
 // routes, no DNS and no kube-proxy; each node forwards the kubernetes
 // Service's address (ServiceIP:443) to the API server, so in-cluster
 // clients work. Node.Restart restarts a node's containerd or kubelet;
-// Node.Exec runs a command inside the node. Everything stops and is removed
+// Node.Reboot does what a reboot does (the daemons and every container
+// stop, /run, which is /var/run, emptied, /var/lib and /etc kept, the
+// daemons started again); Node.Exec runs a command inside the node.
+//
+// A node with NodeSpec.K3s runs as a k3s agent does, since k3s itself
+// cannot be built here (the module proxy refuses github.com/k3s-io/k3s):
+// containerd 2.4 with a configuration in the shape of k3s's v3 template,
+// written to /var/lib/rancher/k3s/agent/etc/containerd/config.toml at every
+// start, its state and socket under /run/k3s/containerd, its root under
+// /var/lib/rancher/k3s/agent, and the kubelet on that socket. Everything stops and is removed
 // in the test's cleanup (K8S_TEST_KEEP=1 keeps the dir and its logs).
 //
 // Cluster.StartContainerNode adds a node the way kind, k3d and minikube's

@@ -59,6 +59,9 @@ func (n *Node) start() error {
 	n.IP = fmt.Sprintf("10.250.%d.%d", c.index, 10+n.index)
 	n.cgroupRoot = "/" + filepath.Base(c.Dir) + "-n" + strconv.Itoa(n.index)
 	n.sock = filepath.Join(n.Dir, "containerd.sock")
+	if n.Spec.K3s {
+		n.sock = k3sSocket
+	}
 	for _, d := range []string{n.Dir, filepath.Join(n.Dir, "priv"), filepath.Join(n.Dir, "sysctl")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
@@ -145,7 +148,11 @@ func (n *Node) script() string {
 	b.WriteString("for d in /run /var/lib /var/log; do mount -t tmpfs -o mode=755 tmpfs $d; done\n")
 	b.WriteString("mount -t tmpfs tmpfs $D/priv\nmkdir -p $D/priv/etc $D/priv/etc-work\n")
 	b.WriteString("mount -t overlay overlay -o lowerdir=/etc,upperdir=$D/priv/etc,workdir=$D/priv/etc-work /etc\n")
-	b.WriteString("mkdir -p /var/lib/kubelet /etc/cni/net.d\nmount -t tmpfs tmpfs /etc/cni/net.d\ncp $D/cni.conflist /etc/cni/net.d/10-wgk.conflist\n")
+	if n.Spec.K3s {
+		fmt.Fprintf(&b, "mkdir -p /var/lib/kubelet %[1]s/etc/cni/net.d %[1]s/etc/containerd\ncp $D/cni.conflist %[1]s/etc/cni/net.d/10-wgk.conflist\n", k3sAgent)
+	} else {
+		b.WriteString("mkdir -p /var/lib/kubelet /etc/cni/net.d\nmount -t tmpfs tmpfs /etc/cni/net.d\ncp $D/cni.conflist /etc/cni/net.d/10-wgk.conflist\n")
+	}
 	sysctlsAndCgroup(&b, "$D/sysctl", n.cgroupRoot)
 	b.WriteString("set +e\ntouch $D/ready\nwhile [ -e $D/hold ]; do sleep 0.1; done\n")
 	b.WriteString(`supervise() {
@@ -160,7 +167,14 @@ func (n *Node) script() string {
 	done
 }
 `)
-	fmt.Fprintf(&b, "supervise containerd containerd --config $D/containerd.toml &\n")
+	if n.Spec.K3s {
+		// As k3s's agent: the configuration written again at every start,
+		// then containerd with k3s's flags.
+		fmt.Fprintf(&b, "supervise containerd sh -c \"cp $D/containerd.toml %[1]s/etc/containerd/config.toml && exec containerd -c %[1]s/etc/containerd/config.toml -a %[2]s --state %[3]s --root %[1]s/containerd\" &\n",
+			k3sAgent, k3sSocket, filepath.Dir(k3sSocket))
+	} else {
+		b.WriteString("supervise containerd containerd --config $D/containerd.toml &\n")
+	}
 	fmt.Fprintf(&b, "supervise kubelet kubelet --config $D/kubelet.yaml --kubeconfig $D/kubelet.kubeconfig --hostname-override %s --node-ip %s --node-labels %s --v 2 &\n",
 		shellQuote(n.Spec.Name), n.IP, shellQuote(n.labels()))
 	b.WriteString("wait\n")
@@ -185,7 +199,7 @@ func (n *Node) writeConfigs() error {
 	data, _ := os.ReadFile(kc)
 	files := nodeConfig{
 		sock: n.sock, cniBin: c.Bins.CNI, subnet: n.index, cgroupRoot: n.cgroupRoot, ip: n.IP, ca: c.pki.path("ca.crt"),
-		containerdExtra: c.opt.ContainerdConfig, kubeletExtra: c.opt.KubeletConfig,
+		containerdExtra: c.opt.ContainerdConfig, kubeletExtra: c.opt.KubeletConfig, k3s: n.Spec.K3s,
 	}.files()
 	files["kubelet.kubeconfig"] = string(data)
 	for name, content := range files {
@@ -333,7 +347,11 @@ func (n *Node) StartInNet(name string, args ...string) (*Proc, error) {
 
 // Ctr runs containerd's ctr in the k8s.io namespace of the node's containerd.
 func (n *Node) Ctr(args ...string) (string, error) {
-	return run(append([]string{filepath.Join(n.c.Bins.Containerd, "ctr"), "--address", n.sock, "--namespace", "k8s.io"}, args...)...)
+	sock := n.sock
+	if n.Spec.K3s {
+		sock = n.Path(k3sSocket) // in the node's /run
+	}
+	return run(append([]string{filepath.Join(n.c.Bins.Containerd, "ctr"), "--address", sock, "--namespace", "k8s.io"}, args...)...)
 }
 
 // ImportImage imports an image archive into the node's containerd.
@@ -465,11 +483,12 @@ type nodeConfig struct {
 	ca         string // the cluster CA's path as the kubelet sees it
 
 	containerdExtra, kubeletExtra string // appended to each configuration
+	k3s                           bool   // containerd.toml in the shape of k3s's (k3sContainerd)
 }
 
 // files returns containerd.toml, cni.conflist and kubelet.yaml.
 func (nc nodeConfig) files() map[string]string {
-	return map[string]string{
+	files := map[string]string{
 		"containerd.toml": fmt.Sprintf(`version = 3
 root = "/var/lib/containerd"
 state = "/run/containerd"
@@ -530,6 +549,10 @@ makeIPTablesUtilChains: false
 resolvConf: ""
 %s`, nc.cgroupRoot, nc.sock, nc.ip, nc.ca, nc.kubeletExtra),
 	}
+	if nc.k3s {
+		files["containerd.toml"] = fmt.Sprintf(k3sContainerd, PauseImage, nc.cniBin) + nc.containerdExtra
+	}
+	return files
 }
 
 // shellQuote quotes s for sh.
