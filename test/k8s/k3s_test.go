@@ -145,6 +145,9 @@ func (x tc) rebootK3s(n *cluster.Node, mode, sel string, replaced bool) {
 	if out, err := n.Exec("sh", "-c", "touch /var/run/cdi/reboot-marker /run/k3s/reboot-marker /var/lib/rancher/reboot-marker"); err != nil {
 		x.Fatalf("%s: %v\n%s", mode, err, out)
 	}
+	// The container that runs before the reboot: the one after it is
+	// another (a new id), whatever the pod's status says meanwhile.
+	beforeID := x.field(before, "{.status.containerStatuses[0].containerID}")
 	logFrom := len(n.Log("containerd"))
 	rebootAt := time.Now()
 	if err := n.Reboot(); err != nil {
@@ -165,6 +168,12 @@ func (x tc) rebootK3s(n *cluster.Node, mode, sel string, replaced bool) {
 			switch r := x.field(p, "{.status.containerStatuses[0].state.waiting.reason}"); r {
 			case "CreateContainerError", "RunContainerError", "StartError":
 				x.Fatalf("%s: pod %s after the reboot: %s: %s", mode, p, r, x.field(p, "{.status.containerStatuses[0].state.waiting.message}"))
+			}
+			// Until the restarted kubelet reports, the status is the old
+			// container's, whose start may fall in the reboot's second:
+			// its id tells it apart, its time (whole seconds) does not.
+			if id := x.field(p, "{.status.containerStatuses[0].containerID}"); id == "" || id == beforeID {
+				continue
 			}
 			started, err := time.Parse(time.RFC3339, x.field(p, "{.status.containerStatuses[0].state.running.startedAt}"))
 			if err != nil || started.Before(rebootAt.Truncate(time.Second)) {
