@@ -30,30 +30,7 @@ func TestConfigurationDoc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *update {
-		if err := os.WriteFile(configurationDoc, want, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	got, err := os.ReadFile(configurationDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		g, w := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
-		i := 0
-		for i < len(g) && i < len(w) && g[i] == w[i] {
-			i++
-		}
-		line := func(l []string) string {
-			if i < len(l) {
-				return l[i]
-			}
-			return "(end of file)"
-		}
-		t.Errorf("docs/configuration.md is not what the keys table gives: run go test ./config -run TestConfigurationDoc -update\nline %d is  %s\nwant        %s", i+1, line(g), line(w))
-	}
+	checkGenerated(t, configurationDoc, want, "docs/configuration.md is not what the keys table gives: run go test ./config -run TestConfigurationDoc -update")
 }
 
 // renderConfigurationDoc writes the page: every key of the table, in the
@@ -155,4 +132,36 @@ func tomlComments(data []byte) (keys, tables map[string]string, err error) {
 		}
 	}
 	return keys, tables, sc.Err()
+}
+
+// checkGenerated holds the file at path to want, or, with -update, writes
+// it; a difference is reported as what (the file and the command that
+// regenerates it) and the first line that differs.
+func checkGenerated(t *testing.T, path string, want []byte, what string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(got, want) {
+		return
+	}
+	g, w := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+	i := 0
+	for i < len(g) && i < len(w) && g[i] == w[i] {
+		i++
+	}
+	line := func(l []string) string {
+		if i < len(l) {
+			return l[i]
+		}
+		return "(end of file)"
+	}
+	t.Errorf("%s\nline %d is  %s\nwant        %s", what, i+1, line(g), line(w))
 }

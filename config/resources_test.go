@@ -37,30 +37,7 @@ func TestResourcesFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *update {
-		if err := os.WriteFile(resourcesFile, want, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	got, err := os.ReadFile(resourcesFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		g, w := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
-		i := 0
-		for i < len(g) && i < len(w) && g[i] == w[i] {
-			i++
-		}
-		line := func(l []string) string {
-			if i < len(l) {
-				return l[i]
-			}
-			return "(end of file)"
-		}
-		t.Errorf("config/%s is not what the vendor table gives: run go test ./config -run TestResourcesFile -update\nline %d is  %s\nwant        %s", resourcesFile, i+1, line(g), line(w))
-	}
+	checkGenerated(t, resourcesFile, want, "config/"+resourcesFile+" is not what the vendor table gives: run go test ./config -run TestResourcesFile -update")
 }
 
 // renderResources writes resources.go: one field and one key per row of
